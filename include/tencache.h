@@ -1,0 +1,275 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tencache.h - the public API of libtencache: pinned host pools, the
+ * size-class allocator, NVMe staging and pinned<->GPU copies.
+ *
+ * Conventions (as in liburing): every int-returning call returns 0 (or a
+ * count) on success and -errno on failure; errno is not used. Structs the
+ * caller allocates carry reserved fields that must be zero; every other
+ * struct is opaque. Zeroed params mean "all defaults".
+ */
+#ifndef TENCACHE_H
+#define TENCACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TENCACHE_API __attribute__((visibility("default")))
+
+/* ---------------------------------------------------------------------------
+ * Library context and parameters
+ */
+struct tencache;
+
+enum tencache_log_level {
+	TENCACHE_LOG_DEFAULT = 0,	/* TENCACHE_LOG_INFO */
+	TENCACHE_LOG_NONE,
+	TENCACHE_LOG_ERR,
+	TENCACHE_LOG_WARN,
+	TENCACHE_LOG_INFO,
+	TENCACHE_LOG_DEBUG,
+};
+
+/* A log hook gets one line, without the trailing newline. */
+typedef void (*tencache_log_fn)(void *arg, int level, const char *msg);
+
+enum tencache_pool_backend {
+	TENCACHE_POOL_AUTO = 0,		/* module, else hugetlb, else thp */
+	TENCACHE_POOL_MODULE,		/* /dev/tencache ALLOC + mmap */
+	TENCACHE_POOL_HUGETLB,		/* memfd_create(MFD_HUGETLB), 2 MiB pages */
+	TENCACHE_POOL_THP,		/* anonymous + MADV_HUGEPAGE + mlock */
+};
+
+enum tencache_stage_backend {
+	TENCACHE_STAGE_AUTO = 0,	/* module for module pools, else io_uring */
+	TENCACHE_STAGE_MODULE,		/* /dev/tencache SUBMIT/REAP */
+	TENCACHE_STAGE_URING,		/* io_uring, fixed buffers, O_DIRECT */
+};
+
+/* tencache_params.flags */
+#define TENCACHE_F_NUMA_NODE	(1u << 0)	/* numa_node is set */
+#define TENCACHE_F_NO_CUDA	(1u << 1)	/* never load the CUDA driver */
+#define TENCACHE_F_NO_CUDA_REG	(1u << 2)	/* don't register pools with CUDA */
+
+struct tencache_params {
+	uint32_t flags;			/* TENCACHE_F_* */
+	int32_t log_level;		/* enum tencache_log_level */
+	tencache_log_fn log_fn;		/* NULL: lines go to stderr */
+	void *log_arg;
+	uint64_t host_budget;		/* pinned host bytes; 0: half of MemAvailable */
+	uint32_t pool_backend;		/* enum tencache_pool_backend */
+	uint32_t stage_backend;		/* enum tencache_stage_backend */
+	int32_t numa_node;		/* with TENCACHE_F_NUMA_NODE; else the GPU's */
+	int32_t gpu;			/* CUDA device ordinal (default 0) */
+	uint64_t segment_size;		/* pool segment; 0: 1 GiB */
+	uint32_t queue_depth;		/* staging requests in flight; 0: 32 */
+	uint32_t io_size;		/* staging request size; 0: 1 MiB */
+	uint64_t copy_chunk;		/* copies are split into these; 0: 8 MiB */
+	const char *dev_path;		/* NULL: /dev/tencache */
+	uint64_t __reserved[8];		/* must be 0 */
+};
+
+/* p may be NULL (all defaults). The params are copied. */
+TENCACHE_API int tencache_init(struct tencache **tcp, const struct tencache_params *p);
+TENCACHE_API void tencache_exit(struct tencache *tc);
+
+/* ---------------------------------------------------------------------------
+ * Size-class allocator (generic: manages offsets in [0, capacity))
+ *
+ * Sizes named in the histogram get exact-size slots carved from one
+ * contiguous slab per size (O(1) alloc/free); every other size, and a class
+ * whose slots are all in use, goes to a best-fit region made of the rest.
+ */
+struct tencache_arena;
+
+struct tencache_size_count {
+	uint64_t size;		/* bytes (rounded up to the arena's alignment) */
+	uint64_t count;		/* slots of that size */
+};
+
+struct tencache_class_stats {
+	uint64_t size;		/* slot size */
+	uint64_t slots;		/* slots in the slab */
+	uint64_t used;		/* slots in use now */
+	uint64_t high_water;	/* most slots ever in use at once */
+	uint64_t overflows;	/* allocations of this size sent to best-fit */
+};
+
+struct tencache_arena_stats {
+	uint64_t capacity;	/* bytes managed */
+	uint64_t alignment;
+	uint64_t used;		/* bytes allocated (rounded sizes) */
+	uint64_t requested;	/* bytes asked for (internal waste = used - requested) */
+	uint64_t high_water;	/* most bytes ever used at once */
+	uint64_t allocs;	/* live allocations */
+	uint32_t nr_classes;
+	uint32_t __pad;
+	uint64_t class_bytes;	/* bytes in class slabs */
+	uint64_t class_used;	/* bytes of class slots in use */
+	uint64_t general_bytes;	/* bytes of the best-fit region */
+	uint64_t general_used;
+	uint64_t general_free;
+	uint64_t largest_free;	/* largest free extent of the best-fit region */
+	uint32_t free_extents;	/* free extents in the best-fit region */
+	/* external fragmentation of the best-fit region, in 1/1000:
+	 * 1000 * (1 - largest_free / general_free); 0 when nothing is free */
+	uint32_t fragmentation;
+	uint64_t failed;	/* allocations that returned -ENOMEM */
+};
+
+/*
+ * alignment: power of two (0: 4096); every offset and size is a multiple of
+ * it. The histogram may be empty (hist NULL, nr 0) and may repeat a size.
+ * -ENOSPC when the class slabs do not fit in capacity.
+ */
+TENCACHE_API int tencache_arena_create(struct tencache_arena **ap, uint64_t capacity,
+				       uint64_t alignment,
+				       const struct tencache_size_count *hist, unsigned nr);
+TENCACHE_API void tencache_arena_destroy(struct tencache_arena *a);
+/* -EINVAL for size 0, -ENOMEM when no extent fits. */
+TENCACHE_API int tencache_arena_alloc(struct tencache_arena *a, uint64_t size, uint64_t *off);
+/* -ENOENT when off is not the start of a live allocation. */
+TENCACHE_API int tencache_arena_free(struct tencache_arena *a, uint64_t off);
+TENCACHE_API int tencache_arena_stats(struct tencache_arena *a, struct tencache_arena_stats *st);
+/* idx < stats.nr_classes, in increasing size order; -EINVAL otherwise. */
+TENCACHE_API int tencache_arena_class_stats(struct tencache_arena *a, unsigned idx,
+					    struct tencache_class_stats *cs);
+
+/* ---------------------------------------------------------------------------
+ * Pinned host pool: one contiguous virtual range of pinned 2 MiB-backed
+ * memory, made of segments (each registered once with CUDA when present),
+ * with an arena over it.
+ */
+struct tencache_pool;
+
+struct tencache_pool_info {
+	uint32_t backend;	/* enum tencache_pool_backend actually used */
+	int32_t numa_node;	/* -1: no placement */
+	void *base;
+	uint64_t size;
+	uint64_t segment_size;
+	uint32_t nr_segments;
+	uint32_t cuda_registered; /* 1: every segment is registered with CUDA */
+	const char *reason;	/* why this backend (the logged line); owned by the pool */
+};
+
+/*
+ * bytes: pool size, rounded down to 2 MiB (0: the context's host_budget).
+ * Never takes more than asked; -ENOMEM with a logged message naming the limit
+ * (memlock rlimit, free huge pages, module cap) when it cannot be had.
+ */
+TENCACHE_API int tencache_pool_create(struct tencache *tc, struct tencache_pool **poolp,
+				      uint64_t bytes,
+				      const struct tencache_size_count *hist, unsigned nr);
+TENCACHE_API void tencache_pool_destroy(struct tencache_pool *pool);
+TENCACHE_API int tencache_pool_info(struct tencache_pool *pool, struct tencache_pool_info *info);
+TENCACHE_API const char *tencache_pool_backend_name(unsigned backend);
+/* Buffers are 4096-aligned. */
+TENCACHE_API int tencache_pool_alloc(struct tencache_pool *pool, uint64_t size, void **ptr);
+TENCACHE_API int tencache_pool_free(struct tencache_pool *pool, void *ptr);
+TENCACHE_API int tencache_pool_stats(struct tencache_pool *pool, struct tencache_arena_stats *st);
+TENCACHE_API struct tencache_arena *tencache_pool_arena(struct tencache_pool *pool);
+
+/* ---------------------------------------------------------------------------
+ * Swap file: one preallocated (fallocate'd) file opened O_DIRECT, with an
+ * arena of O_DIRECT-aligned extents over it.
+ */
+struct tencache_swap;
+
+/* -EOPNOTSUPP when the file system refuses O_DIRECT or fallocate. */
+TENCACHE_API int tencache_swap_create(struct tencache *tc, struct tencache_swap **swp,
+				      const char *path, uint64_t bytes,
+				      const struct tencache_size_count *hist, unsigned nr);
+/* Closes the file; it is unlinked too if it was created by swap_create. */
+TENCACHE_API void tencache_swap_destroy(struct tencache_swap *sw);
+TENCACHE_API int tencache_swap_fd(struct tencache_swap *sw);
+TENCACHE_API int tencache_swap_alloc(struct tencache_swap *sw, uint64_t size, uint64_t *off);
+TENCACHE_API int tencache_swap_free(struct tencache_swap *sw, uint64_t off);
+TENCACHE_API struct tencache_arena *tencache_swap_arena(struct tencache_swap *sw);
+
+/* ---------------------------------------------------------------------------
+ * Staging: NVMe <-> pinned pool. Requests are queued, submitted, and waited
+ * for; each request gives one completion. Buffers must lie inside the pool;
+ * offsets and lengths must suit O_DIRECT (multiples of the logical block).
+ */
+struct tencache_stage;
+
+/* tencache_stage_read/write flags */
+#define TENCACHE_STAGE_SHORT_OK	(1u << 0)	/* a short read (EOF) is not an error */
+
+struct tencache_stage_cqe {
+	uint64_t user_data;
+	int64_t res;		/* bytes transferred, or -errno (-EIO for short I/O) */
+};
+
+TENCACHE_API int tencache_stage_create(struct tencache *tc, struct tencache_pool *pool,
+				       struct tencache_stage **sp);
+TENCACHE_API void tencache_stage_destroy(struct tencache_stage *s);
+TENCACHE_API unsigned tencache_stage_backend(struct tencache_stage *s);
+TENCACHE_API const char *tencache_stage_backend_name(unsigned backend);
+/* Queue a request; -EAGAIN when queue_depth requests are queued or in flight. */
+TENCACHE_API int tencache_stage_read(struct tencache_stage *s, int fd, void *buf, uint64_t len,
+				     uint64_t file_off, uint64_t user_data, unsigned flags);
+TENCACHE_API int tencache_stage_write(struct tencache_stage *s, int fd, const void *buf,
+				      uint64_t len, uint64_t file_off, uint64_t user_data,
+				      unsigned flags);
+/* Start every queued request; returns how many were started. */
+TENCACHE_API int tencache_stage_submit(struct tencache_stage *s);
+/*
+ * Wait for at least min_nr completions (0: don't wait), up to timeout_ns
+ * (0: no limit); returns how many were written to cqes (<= max_nr).
+ */
+TENCACHE_API int tencache_stage_wait(struct tencache_stage *s, unsigned min_nr,
+				     struct tencache_stage_cqe *cqes, unsigned max_nr,
+				     uint64_t timeout_ns);
+/* Requests submitted and not yet returned by tencache_stage_wait. */
+TENCACHE_API unsigned tencache_stage_inflight(struct tencache_stage *s);
+
+/* ---------------------------------------------------------------------------
+ * CUDA (loaded at run time; without a driver or GPU these return -ENODEV).
+ * Streams and events are cudaStream_t/CUstream and cudaEvent_t/CUevent.
+ */
+enum tencache_copy_dir {
+	TENCACHE_COPY_H2D = 1,
+	TENCACHE_COPY_D2H,
+};
+
+/* 0 when a CUDA driver and the context's GPU are usable, else -ENODEV. */
+TENCACHE_API int tencache_cuda_available(struct tencache *tc);
+/* NUMA node of the GPU's PCI device (-1: none); -ENODEV without CUDA. */
+TENCACHE_API int tencache_gpu_numa_node(struct tencache *tc, int gpu, int *node);
+/* Register every pool segment (once; later calls do nothing). */
+TENCACHE_API int tencache_pool_cuda_register(struct tencache_pool *pool);
+/*
+ * Queue an async copy of len bytes on stream, split into copy_chunk pieces;
+ * record event (if not NULL) after the last piece.
+ */
+TENCACHE_API int tencache_copy_async(struct tencache *tc, int dir, void *dst, const void *src,
+				     uint64_t len, void *stream, void *event);
+/* A device arena: one cuMemAlloc of bytes, with an arena over it. */
+struct tencache_gpu_arena;
+TENCACHE_API int tencache_gpu_arena_create(struct tencache *tc, struct tencache_gpu_arena **gp,
+					   uint64_t bytes,
+					   const struct tencache_size_count *hist, unsigned nr);
+TENCACHE_API void tencache_gpu_arena_destroy(struct tencache_gpu_arena *g);
+TENCACHE_API int tencache_gpu_arena_alloc(struct tencache_gpu_arena *g, uint64_t size,
+					  void **dptr);
+TENCACHE_API int tencache_gpu_arena_free(struct tencache_gpu_arena *g, void *dptr);
+TENCACHE_API struct tencache_arena *tencache_gpu_arena_arena(struct tencache_gpu_arena *g);
+
+/* ---------------------------------------------------------------------------
+ * Planner / executor API
+ *
+ * RESERVED: added later by the planner/executor work (runtime/plan,
+ * runtime/exec). The planner is internal for now; nothing is exported here.
+ */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TENCACHE_H */
