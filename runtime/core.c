@@ -136,7 +136,7 @@ int tc_have_cap_ipc_lock(void)
 
 void tc_fmt_bytes(char *buf, size_t n, uint64_t b)
 {
-	if (b >= TC_GIB && !(b % (TC_GIB / 100)))
+	if (b >= TC_GIB)
 		snprintf(buf, n, "%.2f GiB", (double)b / TC_GIB);
 	else if (b >= (1ULL << 20))
 		snprintf(buf, n, "%.1f MiB", (double)b / (1 << 20));
