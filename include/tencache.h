@@ -217,7 +217,10 @@ TENCACHE_API int tencache_stage_read(struct tencache_stage *s, int fd, void *buf
 TENCACHE_API int tencache_stage_write(struct tencache_stage *s, int fd, const void *buf,
 				      uint64_t len, uint64_t file_off, uint64_t user_data,
 				      unsigned flags);
-/* Start every queued request; returns how many were started. */
+/*
+ * Start queued requests (as many io_size pieces as queue_depth allows; wait
+ * issues the rest); returns how many pieces went to the kernel.
+ */
 TENCACHE_API int tencache_stage_submit(struct tencache_stage *s);
 /*
  * Wait for at least min_nr completions (0: don't wait), up to timeout_ns
