@@ -7,6 +7,8 @@
  * sizeof() the struct it was built with; the kernel accepts any size from the
  * first version of the struct up, and rejects bytes it does not understand
  * unless they are zero. Reserved fields and unknown flags must be zero.
+ * Fields marked "output" are ignored on input. The kernel writes back no
+ * more than size bytes.
  *
  * Errors, common to every command (ioctl() returns -1 with errno):
  *  ENOTTY  the ioctl number is not a tencache command
@@ -113,8 +115,8 @@ struct tencache_info {
  * memory (VmPin) against RLIMIT_MEMLOCK unless the caller has CAP_IPC_LOCK.
  *
  * Errors:
- *  EINVAL  @length is 0, or above the pool cap; @handle, @mmap_offset or
- *          @alloc_length not 0 on input
+ *  EINVAL  @length is 0 or above the pool cap; TENCACHE_ALLOC_NODE_STRICT
+ *          with TENCACHE_NODE_ANY
  *  ENODEV  @node is not TENCACHE_NODE_ANY and not a node with memory
  *  ENOMEM  the pool cap (max_pool_mb) would be exceeded, RLIMIT_MEMLOCK would
  *          be exceeded, or the kernel has no free 2 MiB blocks (on @node)
