@@ -1,0 +1,1331 @@
+/* plan.c - the planner: turns a cyclic step trace, budgets and link speeds
+ * into a placement and a schedule table the executor walks in O(1).
+ *
+ * Two cache levels are planned with one core (cache_run): the GPU over
+ * pinned memory, then pinned memory over NVMe, whose requests are the GPU
+ * level's copies plus the host ops. Ours evicts by next use (Belady/MIN,
+ * dead values first) and issues every copy at the earliest point that is
+ * safe: after the victims' last use and where the budget holds at every
+ * issue point up to the need (Cao et al.'s "conservative" prefetching: the
+ * hit count stays MIN's, the copies overlap as much compute as they can).
+ * Baselines (LRU, ZeRO-like, 10Cache window) only change the GPU level.
+ * Dependencies are derived afterwards from the op order alone, so every
+ * policy gets the same, correct event graph.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/plan.h"
+
+#define NONE_EV INT32_MIN
+#define INF_KEY INT64_MAX
+#define NO_GROUP UINT32_MAX
+
+/* ---- cache core --------------------------------------------------------- */
+
+#define RQ_NEED	 0x01	/* needs the value resident */
+#define RQ_WRITE 0x02	/* leaves it resident and dirty */
+#define RQ_RES	 0x04	/* needs the tensor resident (space) */
+#define RQ_FLUSH 0x08	/* write back if dirty (the value is read elsewhere) */
+#define RQ_KILL	 0x10	/* drop this copy: the value is overwritten elsewhere */
+
+enum { RES_NONE, RES_HIT, RES_MISS, RES_ALLOC, RES_AHIT };
+
+struct creq {
+	uint32_t t, group;
+	int64_t end;		/* last request of the hold group */
+	uint8_t f;
+};
+
+struct victim {
+	uint32_t t;
+	uint8_t wb;		/* dirty and live: write back before dropping */
+	int64_t last;		/* end of its last use (unrolled, may be < 0) */
+};
+
+struct cout {
+	uint8_t *res, *flush, *kill;	/* per request */
+	uint32_t *vfirst;		/* n + 1 */
+	struct victim *vic;
+	uint32_t nvic, capvic;
+	int64_t *evict_at;		/* per request: X's previous eviction */
+	int64_t *lastw;			/* per FLUSH request: end of X's last use */
+	uint64_t *use;			/* bytes resident after request r */
+	uint8_t *start, *end;		/* per tensor: bit0 resident, bit1 dirty */
+	uint32_t iters;
+	bool converged;
+};
+
+struct cstate {
+	uint8_t *resident, *dirty, *live;
+	int64_t *key, *last, *evict_at, *lru;
+	int64_t *held;		/* held by a group until this request */
+};
+
+static void cout_free(struct cout *o)
+{
+	free(o->res); free(o->flush); free(o->kill); free(o->vfirst);
+	free(o->vic); free(o->evict_at); free(o->lastw); free(o->use);
+	free(o->start); free(o->end);
+	memset(o, 0, sizeof(*o));
+}
+
+static int push_victim(struct cout *o, struct victim v)
+{
+	if (o->nvic == o->capvic) {
+		uint32_t nc = o->capvic ? o->capvic * 2 : 256;
+		struct victim *nv = realloc(o->vic, nc * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		o->vic = nv;
+		o->capvic = nc;
+	}
+	o->vic[o->nvic++] = v;
+	return 0;
+}
+
+/* Pick the victim: MIN = dead values first, then furthest next use, then
+ * the largest; LRU = least recently used. O(resident), planning time only. */
+static int64_t pick_victim(const struct cstate *s, uint32_t nt, const uint64_t *bytes,
+			   int64_t now, enum tc_policy pol)
+{
+	int64_t best = -1;
+
+	for (uint32_t t = 0; t < nt; t++) {
+		if (!s->resident[t] || s->held[t] >= now)
+			continue;
+		if (best < 0) {
+			best = t;
+			continue;
+		}
+		if (pol == TC_POLICY_LRU) {
+			if (s->lru[t] < s->lru[best])
+				best = t;
+			continue;
+		}
+		if (s->live[t] != s->live[best]) {
+			if (!s->live[t])
+				best = t;
+		} else if (s->key[t] != s->key[best]) {
+			if (s->key[t] > s->key[best])
+				best = t;
+		} else if (bytes[t] > bytes[best]) {
+			best = t;
+		}
+	}
+	return best;
+}
+
+/* Next-use keys: after request r, the position of the next request that
+ * needs the value (INF if it is overwritten first) and whether the value
+ * is live (read anywhere before being overwritten). Cyclic traces scan two
+ * laps so the keys of the last requests see the next step. */
+static void next_use(const struct creq *rq, uint32_t n, uint32_t nt, bool cyclic,
+		     int64_t *st_key, uint8_t *st_live, int64_t *nkey, uint8_t *nlive)
+{
+	for (uint32_t t = 0; t < nt; t++) {
+		st_key[t] = INF_KEY;
+		st_live[t] = 0;
+	}
+	for (int64_t p = (cyclic ? 2 * (int64_t)n : n) - 1; p >= 0; p--) {
+		uint32_t r = p % n, t = rq[r].t;
+		uint8_t f = rq[r].f;
+
+		if (p < n) {
+			nkey[r] = st_key[t];
+			nlive[r] = st_live[t];
+		}
+		if (f & RQ_NEED) {
+			st_key[t] = p;
+			st_live[t] = 1;
+		} else if ((f & (RQ_RES | RQ_WRITE)) == (RQ_RES | RQ_WRITE) ||
+			   (f & RQ_KILL)) {
+			st_key[t] = INF_KEY;
+			st_live[t] = !!(f & RQ_FLUSH);
+		} else if (f & RQ_FLUSH) {
+			st_live[t] = 1;
+		}
+	}
+}
+
+static int cache_step(const struct creq *rq, uint32_t n, const uint64_t *bytes,
+		      uint32_t nt, uint64_t cap, enum tc_policy pol,
+		      const int64_t *nkey, const uint8_t *nlive,
+		      struct cstate *s, struct cout *o, uint64_t *used)
+{
+	uint32_t cur_group = NO_GROUP;
+	int ret;
+
+	o->nvic = 0;
+	for (uint32_t r = 0; r < n; r++) {
+		const struct creq *q = &rq[r];
+		uint32_t t = q->t;
+
+		o->vfirst[r] = o->nvic;
+		o->res[r] = RES_NONE;
+		o->flush[r] = o->kill[r] = 0;
+		o->evict_at[r] = s->evict_at[t];
+		o->lastw[r] = s->last[t];
+		/* a group's tensors stay put until its end; other requests may
+		 * sit between its members (pinned level), hence the scan to end */
+		if (q->group != NO_GROUP && q->group != cur_group) {
+			cur_group = q->group;
+			for (uint32_t k = r; k < n && k <= q->end; k++)
+				if (rq[k].group == cur_group && s->held[rq[k].t] < q->end)
+					s->held[rq[k].t] = q->end;
+		}
+		if ((q->f & RQ_FLUSH) && s->resident[t] && s->dirty[t]) {
+			o->flush[r] = 1;
+			s->dirty[t] = 0;
+		}
+		if ((q->f & RQ_KILL) && s->resident[t]) {
+			o->kill[r] = 1;
+			s->resident[t] = s->dirty[t] = 0;
+			*used -= bytes[t];
+		}
+		if (q->f & RQ_KILL)
+			s->evict_at[t] = r;	/* no refetch may be issued before the new value */
+		if (q->f & RQ_RES) {
+			if (s->resident[t]) {
+				o->res[r] = (q->f & RQ_NEED) ? RES_HIT : RES_AHIT;
+			} else {
+				while (*used + bytes[t] > cap) {
+					int64_t v = pick_victim(s, nt, bytes, r, pol);
+
+					if (v < 0)
+						return -ENOSPC;
+					ret = push_victim(o, (struct victim){
+						.t = v, .wb = s->dirty[v] && s->live[v],
+						.last = s->last[v] });
+					if (ret)
+						return ret;
+					s->resident[v] = s->dirty[v] = 0;
+					s->evict_at[v] = r;
+					*used -= bytes[v];
+				}
+				s->resident[t] = 1;
+				*used += bytes[t];
+				o->res[r] = (q->f & RQ_NEED) ? RES_MISS : RES_ALLOC;
+			}
+			if (q->f & RQ_WRITE)
+				s->dirty[t] = 1;
+			s->last[t] = q->end;
+			s->lru[t] = r;
+		} else if (q->f & RQ_FLUSH) {
+			if (q->end > s->last[t])
+				s->last[t] = q->end;
+		}
+		if (q->f & (RQ_RES | RQ_FLUSH | RQ_KILL)) {
+			s->key[t] = nkey[r];
+			s->live[t] = nlive[r];
+		}
+		o->use[r] = *used;
+	}
+	o->vfirst[n] = o->nvic;
+	return 0;
+}
+
+/* Runs the level until the state at step start repeats (cyclic) or once
+ * from empty (acyclic). o->start/end hold the final step's states. */
+static int cache_run(const struct creq *rq, uint32_t n, const uint64_t *bytes,
+		     uint32_t nt, uint64_t cap, enum tc_policy pol, bool cyclic,
+		     struct cout *o)
+{
+	struct cstate s = { 0 };
+	int64_t *nkey = malloc(n * sizeof(*nkey)), *st_key = malloc(nt * sizeof(*st_key));
+	uint8_t *nlive = malloc(n), *st_live = malloc(nt);
+	uint64_t used = 0;
+	int ret = -ENOMEM;
+
+	memset(o, 0, sizeof(*o));
+	o->res = malloc(n); o->flush = malloc(n); o->kill = malloc(n);
+	o->vfirst = malloc((n + 1) * sizeof(*o->vfirst));
+	o->evict_at = malloc(n * sizeof(int64_t));
+	o->lastw = malloc(n * sizeof(int64_t));
+	o->use = malloc(n * sizeof(uint64_t));
+	o->start = calloc(nt, 1); o->end = calloc(nt, 1);
+	s.resident = calloc(nt, 1); s.dirty = calloc(nt, 1); s.live = calloc(nt, 1);
+	s.key = malloc(nt * sizeof(int64_t)); s.last = malloc(nt * sizeof(int64_t));
+	s.evict_at = malloc(nt * sizeof(int64_t)); s.lru = malloc(nt * sizeof(int64_t));
+	s.held = malloc(nt * sizeof(int64_t));
+	if (!nkey || !st_key || !nlive || !st_live || !o->res || !o->flush || !o->kill ||
+	    !o->vfirst || !o->evict_at || !o->lastw || !o->use || !o->start || !o->end ||
+	    !s.resident || !s.dirty || !s.live || !s.key || !s.last || !s.evict_at ||
+	    !s.lru || !s.held)
+		goto out;
+	next_use(rq, n, nt, cyclic, st_key, st_live, nkey, nlive);
+	for (uint32_t t = 0; t < nt; t++) {
+		s.last[t] = s.evict_at[t] = s.lru[t] = -(int64_t)n;
+		s.held[t] = -1;
+	}
+	for (uint32_t it = 0; it < (cyclic ? 16u : 1u); it++) {
+		for (uint32_t t = 0; t < nt; t++) {
+			o->start[t] = s.resident[t] | s.dirty[t] << 1;
+			/* keys and times relative to this step */
+			s.key[t] = st_key[t];
+			s.live[t] = st_live[t];
+			if (it) {
+				s.last[t] -= n;
+				s.evict_at[t] -= n;
+				s.lru[t] -= n;
+			}
+			if (s.last[t] < -(int64_t)n)
+				s.last[t] = -(int64_t)n;
+			if (s.evict_at[t] < -(int64_t)n)
+				s.evict_at[t] = -(int64_t)n;
+			s.held[t] = -1;
+		}
+		ret = cache_step(rq, n, bytes, nt, cap, pol, nkey, nlive, &s, o, &used);
+		if (ret)
+			goto out;
+		o->iters = it + 1;
+		for (uint32_t t = 0; t < nt; t++)
+			o->end[t] = s.resident[t] | s.dirty[t] << 1;
+		if (!cyclic || !memcmp(o->start, o->end, nt)) {
+			o->converged = true;
+			break;
+		}
+	}
+	ret = 0;
+out:
+	free(nkey); free(st_key); free(nlive); free(st_live);
+	free(s.resident); free(s.dirty); free(s.live); free(s.key); free(s.last);
+	free(s.evict_at); free(s.lru); free(s.held);
+	if (ret)
+		cout_free(o);
+	return ret;
+}
+
+/* Earliest issue point p in [lb, r] such that adding delta bytes to every
+ * issue point in [p, r) keeps the level within cap; applies it. p == r is
+ * always feasible. Positions are unrolled; use[] is indexed mod n. */
+static int64_t place_early(uint64_t *use, uint32_t n, int64_t lb, int64_t r,
+			   int64_t delta, uint64_t cap)
+{
+	int64_t p = r;
+
+	if (lb > r)
+		lb = r;
+	if (delta <= 0) {
+		p = lb;
+	} else {
+		while (p - 1 >= lb) {
+			uint64_t u = use[(p - 1 + 2 * (int64_t)n) % n];
+
+			if (u + delta > cap)
+				break;
+			p--;
+		}
+	}
+	for (int64_t k = p; k < r; k++)
+		use[(k + 2 * (int64_t)n) % n] += delta;
+	return p;
+}
+
+/* ---- intermediate op list ----------------------------------------------- */
+
+enum { CLS_OUT, CLS_DROP, CLS_IN };	/* order of ops sharing one issue point */
+
+struct gop {
+	int64_t pos;		/* unrolled issue point (slot index on the pinned level) */
+	int32_t need;
+	uint32_t t, seq;
+	uint8_t kind, cls;
+};
+
+struct gops {
+	struct gop *v;
+	uint32_t nr, cap;
+};
+
+static int gops_add(struct gops *g, int64_t pos, uint8_t kind, uint32_t t, int32_t need)
+{
+	static const uint8_t cls[TC_OP_NR] = {
+		[TC_OP_FETCH] = CLS_IN, [TC_OP_ALLOC] = CLS_IN,
+		[TC_OP_WRITEBACK] = CLS_OUT, [TC_OP_DROP] = CLS_DROP,
+		[TC_OP_STAGE_IN] = CLS_IN, [TC_OP_PALLOC] = CLS_IN,
+		[TC_OP_STAGE_OUT] = CLS_OUT, [TC_OP_PDROP] = CLS_DROP,
+	};
+
+	if (g->nr == g->cap) {
+		uint32_t nc = g->cap ? g->cap * 2 : 256;
+		struct gop *nv = realloc(g->v, nc * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		g->v = nv;
+		g->cap = nc;
+	}
+	g->v[g->nr] = (struct gop){ .pos = pos, .need = need, .t = t, .seq = g->nr,
+				    .kind = kind, .cls = cls[kind] };
+	g->nr++;
+	return 0;
+}
+
+/* qsort has no context argument; the modulus is per thread */
+static __thread uint32_t tl_mod;
+
+static int gop_cmp(const void *a, const void *b)
+{
+	const struct gop *x = a, *y = b;
+	int64_t px = (x->pos % tl_mod + tl_mod) % tl_mod, py = (y->pos % tl_mod + tl_mod) % tl_mod;
+
+	if (px != py)
+		return px < py ? -1 : 1;
+	if (x->cls != y->cls)
+		return x->cls < y->cls ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static void gops_sort(struct gops *g, uint32_t n)
+{
+	tl_mod = n;
+	qsort(g->v, g->nr, sizeof(*g->v), gop_cmp);
+}
+
+/* ---- trace helpers ------------------------------------------------------ */
+
+struct tinfo {
+	uint32_t n, nt, nops;
+	uint32_t *op_of;	/* access -> op index */
+	uint32_t *op_end;	/* access -> END access of its op */
+	uint64_t *bytes;
+};
+
+static int tinfo_init(const struct tc_trace *tr, struct tinfo *ti)
+{
+	uint32_t op = 0, start = 0;
+
+	ti->n = tr->nr_acc;
+	ti->nt = tr->nr_tensors;
+	ti->op_of = malloc(ti->n * sizeof(uint32_t));
+	ti->op_end = malloc(ti->n * sizeof(uint32_t));
+	ti->bytes = malloc(ti->nt * sizeof(uint64_t));
+	if (!ti->op_of || !ti->op_end || !ti->bytes)
+		return -ENOMEM;
+	for (uint32_t t = 0; t < ti->nt; t++)
+		ti->bytes[t] = tr->tensors[t].bytes;
+	for (uint32_t i = 0; i < ti->n; i++) {
+		ti->op_of[i] = op;
+		if (tr->acc[i].flags & TC_ACC_END) {
+			for (uint32_t k = start; k <= i; k++)
+				ti->op_end[k] = i;
+			start = i + 1;
+			op++;
+		}
+	}
+	ti->nops = op;
+	return 0;
+}
+
+static void tinfo_free(struct tinfo *ti)
+{
+	free(ti->op_of); free(ti->op_end); free(ti->bytes);
+}
+
+/* GPU-level requests: GPU accesses need residency; host reads flush a dirty
+ * GPU copy, host writes kill it. */
+static int gpu_requests(const struct tc_trace *tr, const struct tinfo *ti, struct creq **out)
+{
+	struct creq *rq = malloc(ti->n * sizeof(*rq));
+
+	if (!rq)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < ti->n; i++) {
+		const struct tc_access *a = &tr->acc[i];
+		uint8_t f = 0;
+
+		if (a->flags & TC_ACC_HOST) {
+			f = (a->flags & TC_ACC_READ ? RQ_FLUSH : 0) |
+			    (a->flags & TC_ACC_WRITE ? RQ_KILL : 0);
+			rq[i] = (struct creq){ .t = a->tensor, .group = NO_GROUP, .end = i, .f = f };
+		} else {
+			f = RQ_RES | (a->flags & TC_ACC_READ ? RQ_NEED : 0) |
+			    (a->flags & TC_ACC_WRITE ? RQ_WRITE : 0);
+			rq[i] = (struct creq){ .t = a->tensor, .group = ti->op_of[i],
+					       .end = ti->op_end[i], .f = f };
+		}
+	}
+	*out = rq;
+	return 0;
+}
+
+/* ---- GPU level: ours and LRU (from the cache core) ---------------------- */
+
+static int gpu_level_cache(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
+			   const struct tinfo *ti, struct gops *g, uint8_t *hit,
+			   uint8_t *start, struct tc_plan_stats *st)
+{
+	bool cyclic = !(cfg->flags & TC_PLAN_ACYCLIC), early = cfg->policy == TC_POLICY_OURS;
+	struct creq *rq;
+	struct cout o;
+	uint32_t n = ti->n;
+	int64_t lb0, prev_fetch = INT64_MIN;
+	int ret;
+
+	ret = gpu_requests(tr, ti, &rq);
+	if (ret)
+		return ret;
+	ret = cache_run(rq, n, ti->bytes, ti->nt, cfg->gpu_bytes, cfg->policy, cyclic, &o);
+	if (ret)
+		goto out;
+	st->steady_iters = o.iters;
+	st->reconciled = !o.converged;
+	/* no fixed point: the table starts by moving the end state back to the
+	 * start state, and no copy may be issued across that seam */
+	lb0 = (cyclic && o.converged) ? INT64_MIN : 0;
+	memcpy(start, o.converged ? o.start : o.end, ti->nt);
+	if (!o.converged) {
+		for (uint32_t t = 0; t < ti->nt && !ret; t++) {
+			bool in_s = o.start[t] & 1, in_e = o.end[t] & 1;
+
+			if (in_e && (!in_s || ((o.end[t] & 2) && !(o.start[t] & 2)))) {
+				if (o.end[t] & 2)
+					ret = gops_add(g, 0, TC_OP_WRITEBACK, t, -1);
+				if (!ret && !in_s)
+					ret = gops_add(g, 0, TC_OP_DROP, t, -1);
+			}
+		}
+		for (uint32_t t = 0; t < ti->nt && !ret; t++)
+			if ((o.start[t] & 1) && !(o.end[t] & 1))
+				ret = gops_add(g, 0, TC_OP_FETCH, t, -1);
+		if (ret)
+			goto out;
+	}
+	for (uint32_t r = 0; r < n; r++) {
+		uint32_t t = rq[r].t;
+		int64_t lb, p = r;
+
+		hit[r] = o.res[r] == RES_HIT;
+		if (rq[r].f & RQ_NEED) {
+			st->reads++;
+			st->read_bytes += ti->bytes[t];
+			if (hit[r]) {
+				st->hits++;
+				st->hit_bytes += ti->bytes[t];
+			}
+		}
+		if (o.flush[r]) {
+			/* the writeback of a value read on the host can start
+			 * as soon as its last GPU use is over */
+			p = o.lastw[r] + 1;
+			if (p < r - (int64_t)n + 1)
+				p = r - (int64_t)n + 1;
+			if (p < lb0)
+				p = lb0;
+			if (p > r)
+				p = r;
+			ret = gops_add(g, p, TC_OP_WRITEBACK, t, r);
+		}
+		if (!ret && o.kill[r])
+			ret = gops_add(g, r, TC_OP_DROP, t, r);
+		if (!ret && (o.res[r] == RES_MISS || o.res[r] == RES_ALLOC)) {
+			int64_t delta = ti->bytes[t];
+
+			lb = o.evict_at[r] + 1;
+			for (uint32_t k = o.vfirst[r]; k < o.vfirst[r + 1]; k++) {
+				if (o.vic[k].last + 1 > lb)
+					lb = o.vic[k].last + 1;
+				delta -= ti->bytes[o.vic[k].t];
+			}
+			if (cyclic && lb < (int64_t)r - n + 1)
+				lb = (int64_t)r - n + 1;
+			if (!cyclic && lb < 0)
+				lb = 0;
+			if (lb < lb0)
+				lb = lb0;
+			/* H2D is one FIFO stream: copies go in the order they are
+			 * needed, so an early one never blocks a more urgent one */
+			if (o.res[r] == RES_MISS && lb < prev_fetch)
+				lb = prev_fetch;
+			p = early ? place_early(o.use, n, lb, r, delta, cfg->gpu_bytes) : r;
+			if (o.res[r] == RES_MISS)
+				prev_fetch = p;
+			for (uint32_t k = o.vfirst[r]; k < o.vfirst[r + 1] && !ret; k++) {
+				if (o.vic[k].wb)
+					ret = gops_add(g, p, TC_OP_WRITEBACK, o.vic[k].t, -1);
+				if (!ret)
+					ret = gops_add(g, p, TC_OP_DROP, o.vic[k].t, -1);
+			}
+			if (!ret)
+				ret = gops_add(g, p, o.res[r] == RES_MISS ? TC_OP_FETCH : TC_OP_ALLOC,
+					       t, r);
+		}
+		if (ret)
+			break;
+	}
+out:
+	cout_free(&o);
+	free(rq);
+	return ret;
+}
+
+/* ---- GPU level: streaming baselines (ZeRO-like, 10Cache window) --------- */
+
+static int cmp_u64_desc(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x > y ? -1 : x < y;
+}
+
+/* A resident set Pm chosen up front (10Cache: the table-order prefix that
+ * fits; ZeRO: small tensors below the persistence threshold); everything
+ * else is fetched for each op into a FIFO window of W bytes and released
+ * (MRU-evicted) right after the op. No copy crosses the step seam: both
+ * systems re-seed their window at step start. */
+static int gpu_level_stream(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
+			    const struct tinfo *ti, struct gops *g, uint8_t *hit,
+			    uint8_t *start, struct tc_plan_stats *st)
+{
+	bool cyclic = !(cfg->flags & TC_PLAN_ACYCLIC);
+	uint32_t n = ti->n, nt = ti->nt;
+	uint8_t *pm = calloc(nt, 1), *gpu_acc = calloc(nt, 1);
+	uint64_t *wuse = calloc(n, sizeof(uint64_t)), *sizes = malloc(nt * sizeof(uint64_t));
+	int64_t *dropped = malloc(nt * sizeof(int64_t)), *lastend = malloc(nt * sizeof(int64_t));
+	uint64_t W, pm_bytes = 0, max_op = tc_trace_max_op_bytes(tr);
+	int64_t prev_p = 0;
+	uint32_t ns = 0;
+	int ret = -ENOMEM;
+
+	if (!pm || !gpu_acc || !wuse || !sizes || !dropped || !lastend)
+		goto out;
+	for (uint32_t i = 0; i < n; i++)
+		if (!(tr->acc[i].flags & TC_ACC_HOST) && !gpu_acc[tr->acc[i].tensor]) {
+			gpu_acc[tr->acc[i].tensor] = 1;
+			sizes[ns++] = ti->bytes[tr->acc[i].tensor];
+		}
+	if (cfg->policy == TC_POLICY_10CACHE) {
+		uint32_t w = cfg->tencache_window ? cfg->tencache_window : 30;
+
+		qsort(sizes, ns, sizeof(*sizes), cmp_u64_desc);
+		W = 0;
+		for (uint32_t k = 0; k < w && k < ns; k++)
+			W += sizes[k];
+	} else {
+		W = cfg->zero_bucket_bytes ? cfg->zero_bucket_bytes : 100000000ull;
+	}
+	if (W < max_op)
+		W = max_op;
+	if (W > cfg->gpu_bytes)
+		W = cfg->gpu_bytes;
+	/* Pm in table (first access) order */
+	memset(gpu_acc, 0, nt);
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t t = tr->acc[i].tensor;
+
+		if ((tr->acc[i].flags & TC_ACC_HOST) || gpu_acc[t])
+			continue;
+		gpu_acc[t] = 1;
+		if (cfg->policy == TC_POLICY_ZERO &&
+		    ti->bytes[t] > (cfg->zero_persist_bytes ? cfg->zero_persist_bytes : 200000))
+			continue;
+		if (pm_bytes + ti->bytes[t] + W <= cfg->gpu_bytes) {
+			pm[t] = 1;
+			pm_bytes += ti->bytes[t];
+		}
+	}
+	for (uint32_t t = 0; t < nt; t++) {
+		dropped[t] = cyclic ? -(int64_t)n : 0;
+		lastend[t] = -(int64_t)n;
+	}
+	ret = 0;
+	for (uint32_t i = 0; i < n && !ret; i++) {
+		const struct tc_access *a = &tr->acc[i];
+		uint32_t t = a->tensor, e = ti->op_end[i];
+		int64_t p, d;
+
+		if (a->flags & TC_ACC_HOST) {
+			/* only Pm tensors can be resident across a host op */
+			if (!pm[t])
+				continue;
+			if ((a->flags & TC_ACC_READ) && tr->tensors[t].dirty && lastend[t] > -(int64_t)n)
+				ret = gops_add(g, lastend[t] + 1 > 0 ? lastend[t] + 1 : 0,
+					       TC_OP_WRITEBACK, t, i);
+			if (!ret && (a->flags & TC_ACC_WRITE)) {
+				ret = gops_add(g, i, TC_OP_DROP, t, i);
+				/* refetch the updated value right after the op */
+				if (!ret && (cyclic || e + 1 < n))
+					ret = gops_add(g, (e + 1) % n, TC_OP_FETCH, t, -1);
+			}
+			lastend[t] = -(int64_t)n;	/* the GPU copy is clean now */
+			continue;
+		}
+		if (a->flags & TC_ACC_READ) {
+			st->reads++;
+			st->read_bytes += ti->bytes[t];
+		}
+		if (pm[t]) {
+			/* a hit unless a host write dropped it since the last use:
+			 * that refetch is the miss */
+			hit[i] = 1;
+			for (int64_t k = (int64_t)i - 1; k >= 0; k--) {
+				if (tr->acc[k].tensor != t)
+					continue;
+				if ((tr->acc[k].flags & (TC_ACC_HOST | TC_ACC_WRITE)) ==
+				    (TC_ACC_HOST | TC_ACC_WRITE))
+					hit[i] = 0;
+				if (!(tr->acc[k].flags & TC_ACC_HOST))
+					break;
+			}
+			if ((a->flags & TC_ACC_READ) && hit[i]) {
+				st->hits++;
+				st->hit_bytes += ti->bytes[t];
+			}
+			if (a->flags & TC_ACC_WRITE)
+				lastend[t] = e;
+			continue;
+		}
+		/* streamed: fetched (or allocated) into the window, released after the op */
+		d = e + 1;
+		p = prev_p;
+		if (p < dropped[t])
+			p = dropped[t];
+		if (p > i)
+			p = i;
+		/* first point from p on where the window holds it until d */
+		for (;;) {
+			int64_t k;
+
+			for (k = p; k < d && k < n; k++)
+				if (wuse[k] + ti->bytes[t] > W)
+					break;
+			if (k >= d || k >= n || p >= i)
+				break;
+			p = k + 1;
+		}
+		if (p > i)
+			p = i;
+		for (int64_t k = p; k < d && k < n; k++)
+			wuse[k] += ti->bytes[t];
+		prev_p = p;
+		ret = gops_add(g, p, (a->flags & TC_ACC_READ) ? TC_OP_FETCH : TC_OP_ALLOC, t, i);
+		if (ret)
+			break;
+		/* release: write back a dirty value that is read again */
+		if (a->flags & TC_ACC_WRITE) {
+			bool live = false;
+
+			for (uint32_t k = 1; k <= n; k++) {
+				const struct tc_access *b = &tr->acc[(i + k) % n];
+
+				if (b->tensor != t)
+					continue;
+				if (!cyclic && i + k >= n)
+					break;
+				live = b->flags & TC_ACC_READ;
+				break;
+			}
+			if (live)
+				ret = gops_add(g, d % n, TC_OP_WRITEBACK, t, -1);
+		}
+		if (!ret && (cyclic || d < n))
+			ret = gops_add(g, d % n, TC_OP_DROP, t, -1);
+		dropped[t] = d;
+	}
+	if (ret)
+		goto out;
+	/* start state: Pm plus whatever the last op leaves for the seam drops,
+	 * found by walking the table once */
+	gops_sort(g, n);
+	memcpy(start, pm, nt);
+	{
+		uint8_t *res = calloc(nt, 1);
+		uint32_t k = 0;
+
+		if (!res) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		memcpy(res, pm, nt);
+		for (uint32_t i = 0; i < n; i++) {
+			for (; k < g->nr && (uint64_t)((g->v[k].pos % n + n) % n) == i; k++) {
+				if (g->v[k].kind == TC_OP_DROP)
+					res[g->v[k].t] = 0;
+				else if (g->v[k].kind == TC_OP_FETCH || g->v[k].kind == TC_OP_ALLOC)
+					res[g->v[k].t] = 1;
+				else if (g->v[k].kind == TC_OP_WRITEBACK)
+					res[g->v[k].t] &= 1;
+			}
+			if (!(tr->acc[i].flags & TC_ACC_HOST) && (tr->acc[i].flags & TC_ACC_WRITE))
+				res[tr->acc[i].tensor] |= 2;
+		}
+		if (cyclic)	/* acyclic: the prologue loads Pm only */
+			memcpy(start, res, nt);
+		free(res);
+	}
+	st->steady_iters = 1;
+out:
+	free(pm); free(gpu_acc); free(wuse); free(sizes); free(dropped); free(lastend);
+	return ret;
+}
+
+/* ---- pinned level -------------------------------------------------------- */
+
+struct slot {
+	uint32_t pos;		/* access index it belongs to */
+	int32_t gop;		/* index into the sorted GPU op list, -1: host access */
+	uint32_t acc;
+};
+
+static int pinned_level(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
+			const struct tinfo *ti, const struct gops *g,
+			const struct slot *sl, uint32_t m, struct gops *pg,
+			uint8_t *pstart, struct tc_plan_stats *st)
+{
+	bool cyclic = !(cfg->flags & TC_PLAN_ACYCLIC), nvme = cfg->nvme_bytes != 0;
+	uint64_t cap = nvme ? cfg->pinned_bytes : UINT64_MAX;
+	struct creq *rq = malloc((m ? m : 1) * sizeof(*rq));
+	uint32_t *slot_of_end = malloc(ti->n * sizeof(uint32_t));
+	struct cout o;
+	int64_t lb0, prev_in = INT64_MIN;
+	int ret;
+
+	if (!rq || !slot_of_end) {
+		free(rq); free(slot_of_end);
+		return -ENOMEM;
+	}
+	for (uint32_t j = 0; j < m; j++)
+		if (sl[j].gop < 0)
+			slot_of_end[sl[j].acc] = j;
+	for (uint32_t j = 0; j < m; j++) {
+		struct creq *q = &rq[j];
+
+		if (sl[j].gop >= 0) {
+			const struct gop *o2 = &g->v[sl[j].gop];
+
+			*q = (struct creq){ .t = o2->t, .group = NO_GROUP, .end = j };
+			if (o2->kind == TC_OP_FETCH)
+				q->f = RQ_RES | RQ_NEED;
+			else if (o2->kind == TC_OP_WRITEBACK)
+				q->f = RQ_RES | RQ_WRITE;
+			if (q->f)
+				q->group = ti->nops + j;
+		} else {
+			const struct tc_access *a = &tr->acc[sl[j].acc];
+
+			*q = (struct creq){ .t = a->tensor, .group = ti->op_of[sl[j].acc],
+					    .end = slot_of_end[ti->op_end[sl[j].acc]],
+					    .f = RQ_RES | (a->flags & TC_ACC_READ ? RQ_NEED : 0) |
+						 (a->flags & TC_ACC_WRITE ? RQ_WRITE : 0) };
+		}
+	}
+	ret = cache_run(rq, m, ti->bytes, ti->nt, cap, TC_POLICY_OURS, cyclic, &o);
+	if (ret)
+		goto out;
+	if (!o.converged)
+		st->reconciled = true;
+	lb0 = (cyclic && o.converged) ? INT64_MIN : 0;
+	memcpy(pstart, o.converged ? o.start : o.end, ti->nt);
+	if (!o.converged) {
+		for (uint32_t t = 0; t < ti->nt && !ret; t++) {
+			if ((o.end[t] & 1) && !(o.start[t] & 1)) {
+				if (o.end[t] & 2)
+					ret = gops_add(pg, 0, TC_OP_STAGE_OUT, t, -1);
+				if (!ret)
+					ret = gops_add(pg, 0, TC_OP_PDROP, t, -1);
+			}
+		}
+		for (uint32_t t = 0; t < ti->nt && !ret; t++)
+			if ((o.start[t] & 1) && !(o.end[t] & 1))
+				ret = gops_add(pg, 0, TC_OP_STAGE_IN, t, -1);
+		if (ret)
+			goto out;
+	}
+	for (uint32_t j = 0; j < m && !ret; j++) {
+		uint32_t t = rq[j].t;
+		int64_t lb, p, delta = ti->bytes[t];
+
+		if (o.res[j] != RES_MISS && o.res[j] != RES_ALLOC)
+			continue;
+		lb = o.evict_at[j] + 1;
+		for (uint32_t k = o.vfirst[j]; k < o.vfirst[j + 1]; k++) {
+			if (o.vic[k].last + 1 > lb)
+				lb = o.vic[k].last + 1;
+			delta -= ti->bytes[o.vic[k].t];
+		}
+		if (cyclic && lb < (int64_t)j - m + 1)
+			lb = (int64_t)j - m + 1;
+		if (!cyclic && lb < 0)
+			lb = 0;
+		if (lb < lb0)
+			lb = lb0;
+		if (o.res[j] == RES_MISS && lb < prev_in)
+			lb = prev_in;	/* NVMe reads in need order, as for H2D */
+		p = place_early(o.use, m, lb, j, delta, cap);
+		if (o.res[j] == RES_MISS)
+			prev_in = p;
+		for (uint32_t k = o.vfirst[j]; k < o.vfirst[j + 1] && !ret; k++) {
+			if (o.vic[k].wb)
+				ret = gops_add(pg, p, TC_OP_STAGE_OUT, o.vic[k].t, -1);
+			if (!ret)
+				ret = gops_add(pg, p, TC_OP_PDROP, o.vic[k].t, -1);
+		}
+		if (!ret)
+			ret = gops_add(pg, p, o.res[j] == RES_MISS ? TC_OP_STAGE_IN : TC_OP_PALLOC,
+				       t, sl[j].pos);
+	}
+	if (ret)
+		goto out;
+	st->pinned_peak = 0;
+	for (uint32_t j = 0; j < m; j++)
+		if (o.use[j] > st->pinned_peak)
+			st->pinned_peak = o.use[j];
+	if (!nvme) {
+		/* no NVMe: the pinned pool must hold every value that leaves the GPU */
+		uint64_t need = 0;
+
+		for (uint32_t t = 0; t < ti->nt; t++)
+			if (pstart[t] & 1)
+				need += ti->bytes[t];
+		if (need > cfg->pinned_bytes || st->pinned_peak > cfg->pinned_bytes)
+			ret = -ENOSPC;
+	}
+out:
+	cout_free(&o);
+	free(rq);
+	free(slot_of_end);
+	return ret;
+}
+
+/* ---- dependencies and executor tables ------------------------------------ */
+
+enum { GL_H2D, GL_D2H, GL_CMP, GL_NR };
+enum { PL_H2D, PL_D2H, PL_NVR, PL_NVW, PL_CMP, PL_NR };
+
+struct track {
+	int32_t g_src, g_last[GL_NR];
+	int32_t p_src, p_last[PL_NR];
+	int32_t n_src, n_last[2];
+};
+
+struct dbuf {
+	int32_t *v;
+	uint32_t nr, cap;
+};
+
+static int dappend(struct dbuf *d, int32_t ev)
+{
+	if (d->nr == d->cap) {
+		uint32_t nc = d->cap ? d->cap * 2 : 16;
+		int32_t *nv = realloc(d->v, nc * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		d->v = nv;
+		d->cap = nc;
+	}
+	d->v[d->nr++] = ev;
+	return 0;
+}
+
+/* Adds an event once (sets are a handful long). */
+static int dpush(struct dbuf *d, int32_t ev)
+{
+	if (ev == NONE_EV)
+		return 0;
+	for (uint32_t k = 0; k < d->nr; k++)
+		if (d->v[k] == ev)
+			return 0;
+	return dappend(d, ev);
+}
+
+/* Walks the table twice in program order; the second lap's dependency
+ * sets (which see the first lap's events as the previous step's) are kept. */
+static int build_deps(const struct tc_trace *tr, const struct tinfo *ti, struct tc_plan *pl)
+{
+	struct track *tk = malloc(ti->nt * sizeof(*tk));
+	struct dbuf d = { 0 }, all = { 0 }, w = { 0 }, allw = { 0 };
+	int ret = -ENOMEM;
+
+	if (!tk)
+		return -ENOMEM;
+	for (uint32_t t = 0; t < ti->nt; t++) {
+		tk[t].g_src = tk[t].p_src = tk[t].n_src = NONE_EV;
+		for (int k = 0; k < GL_NR; k++)
+			tk[t].g_last[k] = NONE_EV;
+		for (int k = 0; k < PL_NR; k++)
+			tk[t].p_last[k] = NONE_EV;
+		tk[t].n_last[0] = tk[t].n_last[1] = NONE_EV;
+	}
+	for (int lap = 0; lap < 2; lap++) {
+		for (uint32_t i = 0; i < ti->n; i++) {
+			const struct tc_access *a = &tr->acc[i];
+			struct track *x;
+
+			for (uint32_t k = pl->op_first[i]; k < pl->op_first[i + 1]; k++) {
+				struct tc_op *op = &pl->ops[k];
+				int e = 0;
+
+				x = &tk[op->tensor];
+				d.nr = 0;
+				switch (op->kind) {
+				case TC_OP_FETCH:
+					e = dpush(&d, x->p_src);
+					x->g_src = x->g_last[GL_H2D] = x->p_last[PL_H2D] = k;
+					break;
+				case TC_OP_ALLOC:
+					x->g_src = x->g_last[GL_H2D] = k;
+					break;
+				case TC_OP_WRITEBACK:
+					e = dpush(&d, x->g_src);
+					for (int l = 0; l < PL_NR && !e; l++)
+						e = dpush(&d, x->p_last[l]);
+					x->p_src = x->p_last[PL_D2H] = x->g_last[GL_D2H] = k;
+					break;
+				case TC_OP_DROP:
+					for (int l = 0; l < GL_NR && !e; l++)
+						e = dpush(&d, x->g_last[l]);
+					x->g_src = NONE_EV;
+					for (int l = 0; l < GL_NR; l++)
+						x->g_last[l] = NONE_EV;
+					break;
+				case TC_OP_STAGE_IN:
+					e = dpush(&d, x->n_src);
+					for (int l = 0; l < PL_NR && !e; l++)
+						e = dpush(&d, x->p_last[l]);
+					x->p_src = x->p_last[PL_NVR] = x->n_last[0] = k;
+					break;
+				case TC_OP_PALLOC:
+					for (int l = 0; l < PL_NR && !e; l++)
+						e = dpush(&d, x->p_last[l]);
+					x->p_src = x->p_last[PL_CMP] = k;
+					break;
+				case TC_OP_STAGE_OUT:
+					e = dpush(&d, x->p_src);
+					e = e ?: dpush(&d, x->n_last[0]);
+					e = e ?: dpush(&d, x->n_last[1]);
+					x->n_src = x->n_last[1] = x->p_last[PL_NVW] = k;
+					break;
+				case TC_OP_PDROP:
+					for (int l = 0; l < PL_NR && !e; l++)
+						e = dpush(&d, x->p_last[l]);
+					x->p_src = NONE_EV;
+					for (int l = 0; l < PL_NR; l++)
+						x->p_last[l] = NONE_EV;
+					break;
+				}
+				if (e)
+					goto out;
+				if (lap == 1) {
+					op->dep_first = all.nr;
+					for (uint32_t l = 0; l < d.nr; l++) {
+						/* its own previous instance is ordered by its stream */
+						if (d.v[l] == (int32_t)k)
+							continue;
+						if (dappend(&all, d.v[l]))
+							goto out;
+					}
+					op->nr_deps = all.nr - op->dep_first;
+				}
+			}
+			/* the access: waits on the copies that made its value valid */
+			x = &tk[a->tensor];
+			w.nr = 0;
+			if (a->flags & TC_ACC_HOST) {
+				if (x->p_src >= 0 && dpush(&w, x->p_src))
+					goto out;
+				if (a->flags & TC_ACC_WRITE)
+					for (int l = 0; l < PL_NR; l++)
+						if (x->p_last[l] >= 0 && dpush(&w, x->p_last[l]))
+							goto out;
+				x->p_last[PL_CMP] = -(int32_t)i - 1;
+				if (a->flags & TC_ACC_WRITE)
+					x->p_src = -(int32_t)i - 1;
+			} else {
+				if (x->g_src >= 0 && dpush(&w, x->g_src))
+					goto out;
+				if ((a->flags & TC_ACC_WRITE) && x->g_last[GL_D2H] >= 0 &&
+				    dpush(&w, x->g_last[GL_D2H]))
+					goto out;
+				x->g_last[GL_CMP] = -(int32_t)ti->op_end[i] - 1;
+				if (a->flags & TC_ACC_WRITE)
+					x->g_src = -(int32_t)ti->op_end[i] - 1;
+			}
+			if (lap == 1) {
+				/* waits are recorded per access; the op end uses the union */
+				pl->wait_first[i] = allw.nr;
+				for (uint32_t l = 0; l < w.nr; l++)
+					if (dappend(&allw, w.v[l]))
+						goto out;
+			}
+		}
+	}
+	pl->wait_first[ti->n] = allw.nr;
+	pl->wait_ops = (uint32_t *)allw.v;
+	allw.v = NULL;
+	pl->deps = all.v;
+	pl->nr_deps = all.nr;
+	all.v = NULL;
+	ret = 0;
+out:
+	free(tk); free(d.v); free(all.v); free(w.v); free(allw.v);
+	return ret;
+}
+
+/* ---- build ---------------------------------------------------------------- */
+
+/* The state at the table's seam: the levels' start sets plus the copies
+ * issued in the previous step for this one (early placement may wrap).
+ * One tolerant lap over the table from the start sets yields it. */
+static void seam_state(const struct tc_trace *tr, struct tc_plan *pl)
+{
+	uint8_t *g = pl->start_gpu, *p = pl->start_pinned;
+
+	for (uint32_t i = 0; i < pl->nr_acc; i++) {
+		const struct tc_access *a = &tr->acc[i];
+
+		for (uint32_t k = pl->op_first[i]; k < pl->op_first[i + 1]; k++) {
+			uint32_t t = pl->ops[k].tensor;
+
+			switch (pl->ops[k].kind) {
+			case TC_OP_FETCH:
+			case TC_OP_ALLOC:	g[t] = 1; break;
+			case TC_OP_WRITEBACK:	g[t] &= 1; p[t] = 3; break;
+			case TC_OP_DROP:	g[t] = 0; break;
+			case TC_OP_STAGE_IN:
+			case TC_OP_PALLOC:	p[t] = 1; break;
+			case TC_OP_STAGE_OUT:	p[t] &= 1; break;
+			case TC_OP_PDROP:	p[t] = 0; break;
+			}
+		}
+		if (a->flags & TC_ACC_WRITE) {
+			if (a->flags & TC_ACC_HOST)
+				p[a->tensor] |= 2;
+			else
+				g[a->tensor] |= 2;
+		}
+	}
+}
+
+void tc_plan_cfg_default(struct tc_plan_cfg *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	/* h200-limits.md: ~54 GB/s H2D/D2H pinned (44 each when both run);
+	 * a Gen4/Gen5 NVMe drive ~7 GB/s read, 5 GB/s write */
+	cfg->bw[TC_LINK_H2D] = 50e9;
+	cfg->bw[TC_LINK_D2H] = 50e9;
+	cfg->bw[TC_LINK_NVME_RD] = 7e9;
+	cfg->bw[TC_LINK_NVME_WR] = 5e9;
+	cfg->link_lat_ns = 10000;
+	cfg->policy = TC_POLICY_OURS;
+	cfg->zero_bucket_bytes = 100000000ull;
+	cfg->zero_persist_bytes = 200000ull;
+	cfg->tencache_window = 30;
+}
+
+const char *tc_policy_name(enum tc_policy p)
+{
+	static const char *const n[TC_POLICY_NR] = { "tencache", "lru", "zero-inf", "10cache" };
+
+	return (unsigned)p < TC_POLICY_NR ? n[p] : "?";
+}
+
+const char *tc_op_name(enum tc_op_kind k)
+{
+	static const char *const n[TC_OP_NR] = {
+		"fetch", "alloc", "writeback", "drop", "stage-in", "palloc", "stage-out", "pdrop",
+	};
+
+	return (unsigned)k < TC_OP_NR ? n[k] : "?";
+}
+
+void tc_plan_free(struct tc_plan *pl)
+{
+	if (!pl)
+		return;
+	free(pl->ops); free(pl->op_first); free(pl->deps); free(pl->wait_first);
+	free(pl->wait_ops); free(pl->hit); free(pl->placement); free(pl->start_gpu);
+	free(pl->start_pinned);
+	memset(pl, 0, sizeof(*pl));
+}
+
+static const uint8_t op_link[TC_OP_NR] = {
+	[TC_OP_FETCH] = TC_LINK_H2D, [TC_OP_WRITEBACK] = TC_LINK_D2H,
+	[TC_OP_STAGE_IN] = TC_LINK_NVME_RD, [TC_OP_STAGE_OUT] = TC_LINK_NVME_WR,
+	[TC_OP_ALLOC] = TC_LINK_NR, [TC_OP_DROP] = TC_LINK_NR,
+	[TC_OP_PALLOC] = TC_LINK_NR, [TC_OP_PDROP] = TC_LINK_NR,
+};
+
+static int cfg_check(const struct tc_plan_cfg *cfg)
+{
+	if (!cfg || (unsigned)cfg->policy >= TC_POLICY_NR || !cfg->gpu_bytes ||
+	    (cfg->flags & ~TC_PLAN_ACYCLIC))
+		return -EINVAL;
+	for (int l = 0; l < TC_LINK_NR; l++)
+		if (!(cfg->bw[l] > 0) && (cfg->nvme_bytes || l < TC_LINK_NVME_RD))
+			return -EINVAL;
+	return 0;
+}
+
+int tc_plan_build(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
+		  struct tc_plan *pl)
+{
+	struct gops g = { 0 }, pg = { 0 };
+	struct tinfo ti = { 0 };
+	struct slot *sl = NULL;
+	uint32_t m = 0, n, k;
+	int ret;
+
+	if (!pl)
+		return -EINVAL;
+	memset(pl, 0, sizeof(*pl));
+	ret = cfg_check(cfg);
+	if (ret)
+		return ret;
+	ret = tc_trace_validate(tr);
+	if (ret)
+		return ret;
+	if (tc_trace_max_op_bytes(tr) > cfg->gpu_bytes)
+		return -ENOSPC;	/* one op's tensors cannot be on the GPU at once */
+	ret = tinfo_init(tr, &ti);
+	if (ret)
+		goto fail;
+	n = ti.n;
+	pl->nr_acc = n;
+	pl->nr_tensors = ti.nt;
+	pl->policy = cfg->policy;
+	pl->hit = calloc(n, 1);
+	pl->start_gpu = calloc(ti.nt, 1);
+	pl->start_pinned = calloc(ti.nt, 1);
+	pl->placement = calloc(ti.nt, 1);
+	pl->op_first = calloc(n + 1, sizeof(uint32_t));
+	pl->wait_first = calloc(n + 1, sizeof(uint32_t));
+	ret = -ENOMEM;
+	if (!pl->hit || !pl->start_gpu || !pl->start_pinned || !pl->placement ||
+	    !pl->op_first || !pl->wait_first)
+		goto fail;
+
+	if (cfg->policy == TC_POLICY_OURS || cfg->policy == TC_POLICY_LRU)
+		ret = gpu_level_cache(tr, cfg, &ti, &g, pl->hit, pl->start_gpu, &pl->st);
+	else
+		ret = gpu_level_stream(tr, cfg, &ti, &g, pl->hit, pl->start_gpu, &pl->st);
+	if (ret)
+		goto fail;
+	gops_sort(&g, n);
+
+	/* slots: GPU ops in table order, each host access after its point's ops */
+	sl = malloc((g.nr + n + 1) * sizeof(*sl));
+	ret = -ENOMEM;
+	if (!sl)
+		goto fail;
+	k = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		for (; k < g.nr && (uint32_t)((g.v[k].pos % n + n) % n) == i; k++)
+			sl[m++] = (struct slot){ .pos = i, .gop = k };
+		if (tr->acc[i].flags & TC_ACC_HOST)
+			sl[m++] = (struct slot){ .pos = i, .gop = -1, .acc = i };
+	}
+	ret = pinned_level(tr, cfg, &ti, &g, sl, m, &pg, pl->start_pinned, &pl->st);
+	if (ret)
+		goto fail;
+	gops_sort(&pg, m ? m : 1);
+
+	/* merge: at each slot its pinned ops (drop-class first), then its GPU op */
+	pl->ops = malloc((g.nr + pg.nr + 1) * sizeof(*pl->ops));
+	ret = -ENOMEM;
+	if (!pl->ops)
+		goto fail;
+	k = 0;
+	for (uint32_t j = 0; j < m; j++) {
+		uint32_t pos = sl[j].pos;
+
+		for (; k < pg.nr && (uint32_t)((pg.v[k].pos % m + m) % m) == j; k++) {
+			const struct gop *o = &pg.v[k];
+
+			pl->ops[pl->nr_ops++] = (struct tc_op){
+				.tensor = o->t, .kind = o->kind, .pos = pos, .need = o->need,
+				.need_next = o->pos < 0,
+			};
+		}
+		if (sl[j].gop >= 0) {
+			const struct gop *o = &g.v[sl[j].gop];
+
+			pl->ops[pl->nr_ops++] = (struct tc_op){
+				.tensor = o->t, .kind = o->kind, .pos = pos, .need = o->need,
+				.need_next = o->pos < 0 || (o->need >= 0 && (uint32_t)o->need < pos),
+			};
+		}
+	}
+	for (uint32_t o = 0, i = 0; i <= n; i++) {
+		while (o < pl->nr_ops && pl->ops[o].pos < i)
+			o++;
+		pl->op_first[i] = o;
+	}
+	pl->op_first[n] = pl->nr_ops;
+	ret = build_deps(tr, &ti, pl);
+	if (ret)
+		goto fail;
+	if (!(cfg->flags & TC_PLAN_ACYCLIC))
+		seam_state(tr, pl);
+
+	/* placement: GPU if never dropped, else pinned if never pinned-dropped */
+	{
+		uint8_t *gdrop = calloc(ti.nt, 1), *pdrop = calloc(ti.nt, 1);
+		uint64_t gu = 0;
+
+		ret = -ENOMEM;
+		if (!gdrop || !pdrop) {
+			free(gdrop); free(pdrop);
+			goto fail;
+		}
+		for (uint32_t o = 0; o < pl->nr_ops; o++) {
+			const struct tc_op *op = &pl->ops[o];
+
+			if (op->kind == TC_OP_DROP)
+				gdrop[op->tensor] = 1;
+			if (op->kind == TC_OP_PDROP)
+				pdrop[op->tensor] = 1;
+			if (op_link[op->kind] < TC_LINK_NR)
+				pl->st.link_bytes[op_link[op->kind]] += ti.bytes[op->tensor];
+		}
+		for (uint32_t t = 0; t < ti.nt; t++) {
+			if ((pl->start_gpu[t] & 1) && !gdrop[t]) {
+				pl->placement[t] = TC_TIER_GPU;
+				pl->st.nr_gpu_resident++;
+				pl->st.gpu_resident_bytes += ti.bytes[t];
+			} else if (!cfg->nvme_bytes || ((pl->start_pinned[t] & 1) && !pdrop[t])) {
+				pl->placement[t] = TC_TIER_PINNED;
+				pl->st.nr_pinned_resident++;
+				pl->st.pinned_resident_bytes += ti.bytes[t];
+			} else {
+				pl->placement[t] = TC_TIER_NVME;
+				pl->st.nr_nvme++;
+				pl->st.nvme_bytes += ti.bytes[t];
+			}
+		}
+		/* GPU peak over issue points, walking from the start state */
+		for (uint32_t t = 0; t < ti.nt; t++) {
+			if (pl->start_gpu[t] & 1)
+				gu += ti.bytes[t];
+		}
+		pl->st.gpu_peak = gu;
+		for (uint32_t o = 0; o < pl->nr_ops; o++) {
+			const struct tc_op *op = &pl->ops[o];
+
+			if (op->kind == TC_OP_FETCH || op->kind == TC_OP_ALLOC)
+				gu += ti.bytes[op->tensor];
+			else if (op->kind == TC_OP_DROP)
+				gu -= ti.bytes[op->tensor];
+			if (gu > pl->st.gpu_peak)
+				pl->st.gpu_peak = gu;
+		}
+		free(gdrop);
+		free(pdrop);
+		ret = 0;
+		if (cfg->nvme_bytes && pl->st.nvme_bytes > cfg->nvme_bytes)
+			ret = -ENOSPC;
+		if (ret)
+			goto fail;
+	}
+	free(g.v); free(pg.v); free(sl);
+	tinfo_free(&ti);
+	return 0;
+fail:
+	free(g.v); free(pg.v); free(sl);
+	tinfo_free(&ti);
+	tc_plan_free(pl);
+	return ret;
+}

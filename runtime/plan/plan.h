@@ -1,0 +1,218 @@
+/* plan.h - internal API of the pure planner: step traces, the transformer
+ * trace generator, tier placement + prefetch schedule (ours and baseline
+ * policies), the schedule checker and the CPU-only timing model.
+ *
+ * Everything here is pure (no CUDA, no I/O) except tc_model_from_hf_file().
+ * Every int-returning function returns 0 (or a count / id) or -errno.
+ *
+ * Trace semantics. A step is a sequence of accesses grouped into ops: an op
+ * is the run of accesses up to and including one flagged TC_ACC_END; all its
+ * tensors are held together while the op computes for the END access's
+ * compute_ns (other accesses carry 0). An op runs either on the GPU (tensors
+ * must be GPU-resident) or on the host (TC_ACC_HOST: tensors must be in
+ * pinned memory, e.g. a CPU Adam step). The step repeats (cyclic trace).
+ */
+#ifndef TENCACHE_PLAN_H
+#define TENCACHE_PLAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- trace model -------------------------------------------------------- */
+
+enum tc_role {
+	TC_ROLE_PARAM_FP16,
+	TC_ROLE_PARAM_BF16,
+	TC_ROLE_GRAD,
+	TC_ROLE_MASTER_FP32,
+	TC_ROLE_OPT_STATE,
+	TC_ROLE_ACTIVATION,
+	TC_ROLE_NR,
+};
+
+enum tc_phase { TC_PHASE_FWD, TC_PHASE_BWD, TC_PHASE_OPT, TC_PHASE_NR };
+
+#define TC_ACC_READ	0x1u	/* needs the tensor's current value */
+#define TC_ACC_WRITE	0x2u	/* writes it (WRITE alone: value overwritten) */
+#define TC_ACC_HOST	0x4u	/* op runs on the CPU over pinned memory */
+#define TC_ACC_END	0x8u	/* last access of its op; compute_ns follows */
+#define TC_ACC_MASK	0xfu
+
+struct tc_tensor {
+	uint64_t bytes;
+	uint8_t role;		/* enum tc_role */
+	uint8_t dirty;		/* written during the step (set by add_access) */
+};
+
+struct tc_access {
+	uint32_t tensor;
+	uint8_t phase;		/* enum tc_phase */
+	uint8_t flags;		/* TC_ACC_* */
+	uint64_t compute_ns;	/* compute after this access; END accesses only */
+};
+
+struct tc_trace {
+	struct tc_tensor *tensors;
+	struct tc_access *acc;
+	uint32_t nr_tensors, nr_acc;
+	uint32_t cap_tensors, cap_acc;
+};
+
+int tc_trace_init(struct tc_trace *tr);
+void tc_trace_free(struct tc_trace *tr);
+/* Returns the new tensor id (>= 0) or -errno. */
+int tc_trace_add_tensor(struct tc_trace *tr, uint64_t bytes, enum tc_role role);
+int tc_trace_add_access(struct tc_trace *tr, uint32_t tensor,
+			enum tc_phase phase, unsigned flags, uint64_t compute_ns);
+/* Structural checks: ids, flags, op grouping (END last, one tensor once per
+ * op, no mixed host/GPU op), compute only on END. */
+int tc_trace_validate(const struct tc_trace *tr);
+uint64_t tc_trace_bytes(const struct tc_trace *tr, int role /* -1: all */);
+uint64_t tc_trace_compute_ns(const struct tc_trace *tr);
+/* Largest sum of bytes held by one GPU op (the smallest workable budget). */
+uint64_t tc_trace_max_op_bytes(const struct tc_trace *tr);
+
+/* ---- transformer trace generator (model.c) ------------------------------ */
+
+enum tc_arch { TC_ARCH_OPT, TC_ARCH_LLAMA };
+
+struct tc_model {
+	char name[64];
+	uint8_t arch;		/* enum tc_arch */
+	uint8_t tied;		/* lm_head shares the token embedding */
+	uint8_t bf16;		/* params in bf16 rather than fp16 */
+	uint32_t vocab, hidden, layers, heads, kv_heads, ffn, max_pos;
+};
+
+struct tc_gen_cfg {
+	uint32_t batch, seq;
+	double tflops;		/* sustained GPU matmul rate, TFLOP/s */
+	double adam_params_per_s; /* optimizer rate (host or GPU) */
+	bool opt_on_gpu;	/* Adam on the GPU instead of the CPU */
+};
+
+/* Fills a default generator config (batch 8, seq 1024, 400 TFLOP/s, CPU Adam). */
+void tc_gen_cfg_default(struct tc_gen_cfg *g);
+/* Built-in configs: opt-1.3b opt-6.7b opt-13b llama-2-7b llama-2-13b. */
+int tc_model_builtin(const char *name, struct tc_model *m);
+const char *const *tc_model_builtin_names(void);
+/* HF config.json (model_type opt / llama / mistral); from a string or file. */
+int tc_model_from_hf_json(const char *json, struct tc_model *m);
+int tc_model_from_hf_file(const char *path, struct tc_model *m);
+uint64_t tc_model_params(const struct tc_model *m);
+/* Appends one training step (forward, backward, optimizer) to an empty trace. */
+int tc_model_trace(const struct tc_model *m, const struct tc_gen_cfg *g,
+		   struct tc_trace *tr);
+
+/* ---- planner ------------------------------------------------------------ */
+
+enum tc_policy {
+	TC_POLICY_OURS,		/* Belady/MIN eviction + earliest safe prefetch */
+	TC_POLICY_LRU,		/* LRU eviction, fetch on demand */
+	TC_POLICY_ZERO,		/* ZeRO-Infinity-like: release after use, prefetch bucket */
+	TC_POLICY_10CACHE,	/* 10Cache: table-order resident prefix + MRU window */
+	TC_POLICY_NR,
+};
+
+enum tc_tier { TC_TIER_GPU, TC_TIER_PINNED, TC_TIER_NVME };
+
+enum tc_link { TC_LINK_H2D, TC_LINK_D2H, TC_LINK_NVME_RD, TC_LINK_NVME_WR, TC_LINK_NR };
+
+#define TC_PLAN_ACYCLIC	0x1u	/* one-shot trace from an empty GPU (tests) */
+
+struct tc_plan_cfg {
+	uint64_t gpu_bytes, pinned_bytes, nvme_bytes; /* nvme 0: no NVMe tier */
+	double bw[TC_LINK_NR];	/* bytes per second */
+	uint64_t link_lat_ns;	/* fixed cost per copy */
+	enum tc_policy policy;
+	unsigned flags;		/* TC_PLAN_* */
+	uint64_t zero_bucket_bytes;	/* ZeRO prefetch bucket (default 100 MB) */
+	uint64_t zero_persist_bytes;	/* ZeRO persistence threshold (200 KB) */
+	uint32_t tencache_window;	/* 10Cache window in tensors (30) */
+};
+
+/* Schedule operations, issued by the executor when it reaches access pos. */
+enum tc_op_kind {
+	TC_OP_FETCH,		/* pinned -> GPU (H2D) */
+	TC_OP_ALLOC,		/* GPU space for a tensor about to be overwritten */
+	TC_OP_WRITEBACK,	/* GPU -> pinned (D2H) */
+	TC_OP_DROP,		/* free the GPU copy */
+	TC_OP_STAGE_IN,		/* NVMe -> pinned */
+	TC_OP_PALLOC,		/* pinned space for a tensor about to be overwritten */
+	TC_OP_STAGE_OUT,	/* pinned -> NVMe */
+	TC_OP_PDROP,		/* free the pinned copy */
+	TC_OP_NR,
+};
+
+/* A dependency is the latest issued instance of an event: >= 0 an op index,
+ * < 0 the compute of access -(dep + 1) (its op's end). "Latest instance"
+ * makes the cyclic table self-describing: an event later in table order
+ * than the waiter means the previous step's instance. */
+struct tc_op {
+	uint32_t tensor;
+	uint8_t kind;		/* enum tc_op_kind */
+	uint8_t need_next;	/* the need access is in the next step */
+	uint32_t pos;		/* issued when the executor reaches access pos */
+	int32_t need;		/* access that waits for it, -1: none */
+	uint32_t dep_first, nr_deps; /* into plan->deps */
+};
+
+struct tc_plan_stats {
+	uint32_t reads, hits;		/* GPU reads needing data, and hits */
+	uint64_t read_bytes, hit_bytes;
+	uint64_t link_bytes[TC_LINK_NR]; /* per step */
+	uint32_t nr_gpu_resident, nr_pinned_resident, nr_nvme;
+	uint64_t gpu_resident_bytes, pinned_resident_bytes, nvme_bytes;
+	uint64_t gpu_peak, pinned_peak;	/* at issue points */
+	uint32_t steady_iters;		/* steps until the cyclic state repeated */
+	bool reconciled;		/* no fixed point: table starts with fix-ups */
+};
+
+struct tc_plan {
+	uint32_t nr_acc, nr_tensors, nr_ops, nr_deps;
+	struct tc_op *ops;	/* sorted by pos; access i issues op_first[i]..op_first[i+1] */
+	uint32_t *op_first;	/* nr_acc + 1 */
+	int32_t *deps;
+	uint32_t *wait_first;	/* nr_acc + 1, into wait_ops */
+	uint32_t *wait_ops;	/* ops (latest instance) an access waits for */
+	uint8_t *hit;		/* per access: 1 = GPU hit (resident before the op) */
+	uint8_t *placement;	/* per tensor: enum tc_tier home */
+	uint8_t *start_gpu;	/* per tensor: bit0 resident, bit1 dirty at step start */
+	uint8_t *start_pinned;	/* same for pinned */
+	enum tc_policy policy;
+	struct tc_plan_stats st;
+};
+
+void tc_plan_cfg_default(struct tc_plan_cfg *cfg); /* H200 link figures */
+const char *tc_policy_name(enum tc_policy p);
+const char *tc_op_name(enum tc_op_kind k);
+int tc_plan_build(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
+		  struct tc_plan *plan);
+void tc_plan_free(struct tc_plan *plan);
+/* Replays the table over several steps from the start state; checks every
+ * read finds valid data, holds last through their op, nothing valid is lost,
+ * and GPU / pinned bytes never exceed the budgets. 0 or -EINVAL (+ message
+ * into err when given). */
+int tc_plan_check(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
+		  const struct tc_plan *plan, char *err, size_t errlen);
+
+/* ---- CPU-only timing model (sim.c) -------------------------------------- */
+
+struct tc_sim_result {
+	uint64_t step_ns;		/* steady-state step time */
+	uint64_t compute_ns, stall_ns;	/* per step */
+	uint64_t link_bytes[TC_LINK_NR];
+	uint64_t link_busy_ns[TC_LINK_NR];
+	uint64_t gpu_peak, pinned_peak;	/* physical, in time */
+	uint64_t max_wait_ns;		/* worst single op wait */
+};
+
+/* Replays nsteps (>= 2) steps of the table; reports the last one. Links are
+ * FIFO streams in table order; an op starts when its deps are done, its
+ * link is free and the memory it allocates has physically been freed. */
+int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
+	       const struct tc_plan *plan, unsigned nsteps,
+	       struct tc_sim_result *res);
+
+#endif

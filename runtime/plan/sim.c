@@ -1,0 +1,207 @@
+/* sim.c - the CPU-only timing model: replays a plan's table over several
+ * steps with one compute timeline, FIFO links (H2D, D2H, NVMe read/write)
+ * and event-gated memory reuse, and reports the last (steady) step. The
+ * host is modelled one op ahead of the GPU: ops issued at access i start
+ * no earlier than the compute of the op before i. It models time; it
+ * moves no data. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/plan.h"
+
+/* pending frees: (time, bytes), a binary min-heap on time */
+struct frees {
+	struct fr { uint64_t t, b; } *v;
+	uint32_t nr, cap;
+};
+
+static int fr_push(struct frees *h, uint64_t t, uint64_t b)
+{
+	uint32_t i;
+
+	if (h->nr == h->cap) {
+		uint32_t nc = h->cap ? h->cap * 2 : 64;
+		struct fr *nv = realloc(h->v, nc * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		h->v = nv;
+		h->cap = nc;
+	}
+	for (i = h->nr++; i && h->v[(i - 1) / 2].t > t; i = (i - 1) / 2)
+		h->v[i] = h->v[(i - 1) / 2];
+	h->v[i] = (struct fr){ t, b };
+	return 0;
+}
+
+static struct fr fr_pop(struct frees *h)
+{
+	struct fr top = h->v[0], last = h->v[--h->nr];
+	uint32_t i = 0, c;
+
+	while ((c = 2 * i + 1) < h->nr) {
+		if (c + 1 < h->nr && h->v[c + 1].t < h->v[c].t)
+			c++;
+		if (h->v[c].t >= last.t)
+			break;
+		h->v[i] = h->v[c];
+		i = c;
+	}
+	if (h->nr)
+		h->v[i] = last;
+	return top;
+}
+
+struct tier {
+	uint64_t used, cap, peak;
+	struct frees f;
+};
+
+/* Time at which b more bytes fit, taking the earliest frees first. */
+static int tier_alloc(struct tier *m, uint64_t ready, uint64_t b, uint64_t *at)
+{
+	while (m->f.nr && m->f.v[0].t <= ready)
+		m->used -= fr_pop(&m->f).b;
+	while (m->used + b > m->cap) {
+		struct fr f;
+
+		if (!m->f.nr)
+			return -EINVAL;	/* the plan overcommits: a planner bug */
+		f = fr_pop(&m->f);
+		m->used -= f.b;
+		if (f.t > ready)
+			ready = f.t;
+	}
+	m->used += b;
+	if (m->used > m->peak)
+		m->peak = m->used;
+	*at = ready;
+	return 0;
+}
+
+int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
+	       const struct tc_plan *pl, unsigned nsteps, struct tc_sim_result *res)
+{
+	static const int8_t link_of[TC_OP_NR] = {
+		[TC_OP_FETCH] = TC_LINK_H2D, [TC_OP_WRITEBACK] = TC_LINK_D2H,
+		[TC_OP_STAGE_IN] = TC_LINK_NVME_RD, [TC_OP_STAGE_OUT] = TC_LINK_NVME_WR,
+		[TC_OP_ALLOC] = -1, [TC_OP_DROP] = -1, [TC_OP_PALLOC] = -1, [TC_OP_PDROP] = -1,
+	};
+	struct tier gpu = { 0 }, pin = { 0 };
+	uint64_t *op_end, *acc_end, link_free[TC_LINK_NR] = { 0 };
+	uint64_t now = 0, step_start = 0, busy[TC_LINK_NR] = { 0 };
+	uint32_t n, opstart = 0;
+	uint64_t wait_max = 0, opready = 0, issue = 0;
+	int ret = 0;
+
+	if (!tr || !cfg || !pl || !res || nsteps < 2 || pl->nr_acc != tr->nr_acc)
+		return -EINVAL;
+	memset(res, 0, sizeof(*res));
+	n = tr->nr_acc;
+	op_end = calloc(pl->nr_ops ? pl->nr_ops : 1, sizeof(*op_end));
+	acc_end = calloc(n, sizeof(*acc_end));
+	if (!op_end || !acc_end) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	gpu.cap = cfg->gpu_bytes;
+	pin.cap = cfg->nvme_bytes ? cfg->pinned_bytes : UINT64_MAX;
+	for (uint32_t t = 0; t < tr->nr_tensors; t++) {
+		if (pl->start_gpu[t] & 1)
+			gpu.used += tr->tensors[t].bytes;
+		if (pl->start_pinned[t] & 1)
+			pin.used += tr->tensors[t].bytes;
+	}
+	gpu.peak = gpu.used;
+	pin.peak = pin.used;
+	for (unsigned step = 0; step < nsteps && !ret; step++) {
+		bool last = step == nsteps - 1;
+
+		step_start = now;
+		if (last) {
+			memset(busy, 0, sizeof(busy));
+			wait_max = 0;
+		}
+		for (uint32_t i = 0; i < n && !ret; i++) {
+			const struct tc_access *a = &tr->acc[i];
+
+			for (uint32_t k = pl->op_first[i]; k < pl->op_first[i + 1]; k++) {
+				const struct tc_op *op = &pl->ops[k];
+				uint64_t ready = issue, b = tr->tensors[op->tensor].bytes, at;
+				int l = link_of[op->kind];
+
+				for (uint32_t d = 0; d < op->nr_deps; d++) {
+					int32_t e = pl->deps[op->dep_first + d];
+					uint64_t t = e >= 0 ? op_end[e] : acc_end[-(e + 1)];
+
+					if (t > ready)
+						ready = t;
+				}
+				if (op->kind == TC_OP_FETCH || op->kind == TC_OP_ALLOC)
+					ret = tier_alloc(&gpu, ready, b, &ready);
+				else if (op->kind == TC_OP_STAGE_IN || op->kind == TC_OP_PALLOC)
+					ret = tier_alloc(&pin, ready, b, &ready);
+				if (ret)
+					break;
+				if (l >= 0) {
+					uint64_t dur = cfg->link_lat_ns + (uint64_t)(b / cfg->bw[l] * 1e9);
+
+					at = ready > link_free[l] ? ready : link_free[l];
+					op_end[k] = at + dur;
+					link_free[l] = op_end[k];
+					if (last) {
+						res->link_bytes[l] += b;
+						busy[l] += dur;
+					}
+				} else {
+					op_end[k] = ready;
+				}
+				if (op->kind == TC_OP_DROP)
+					ret = fr_push(&gpu.f, op_end[k], b);
+				else if (op->kind == TC_OP_PDROP)
+					ret = fr_push(&pin.f, op_end[k], b);
+				if (ret)
+					break;
+			}
+			if (ret)
+				break;
+			/* the op computes once all its accesses' copies are done */
+			if (i == 0 || (tr->acc[i - 1].flags & TC_ACC_END)) {
+				opstart = i;
+				opready = 0;
+			}
+			for (uint32_t w = pl->wait_first[i]; w < pl->wait_first[i + 1]; w++)
+				if (op_end[pl->wait_ops[w]] > opready)
+					opready = op_end[pl->wait_ops[w]];
+			if (a->flags & TC_ACC_END) {
+				uint64_t st = opready > now ? opready : now;
+
+				if (last && st - now > wait_max)
+					wait_max = st - now;
+				/* the host runs one op ahead of the GPU: what it issues
+				 * at the next access cannot start before this op does */
+				issue = st;
+				now = st + a->compute_ns;
+				for (uint32_t k = opstart; k <= i; k++)
+					acc_end[k] = now;
+				if (last)
+					res->compute_ns += a->compute_ns;
+			}
+		}
+	}
+	if (ret)
+		goto out;
+	res->step_ns = now - step_start;
+	res->stall_ns = res->step_ns - res->compute_ns;
+	memcpy(res->link_busy_ns, busy, sizeof(busy));
+	res->gpu_peak = gpu.peak;
+	res->pinned_peak = pin.peak;
+	res->max_wait_ns = wait_max;
+out:
+	free(op_end);
+	free(acc_end);
+	free(gpu.f.v);
+	free(pin.f.v);
+	return ret;
+}
