@@ -52,13 +52,22 @@ module_param_cb(fail_nth, &tc_fail_nth_ops, &tc_fail_nth, 0644);
 MODULE_PARM_DESC(fail_nth,
 	"Fault injection: the Nth staging request submitted after this is written completes with -EIO (once). Default 0 (off).");
 
+/*
+ * Fault injection for lifetime tests: issue each request this many ms late
+ * (from a workqueue), so that "I/O in flight" can be produced at will.
+ */
+static unsigned int tc_delay_ms;
+module_param_named(delay_ms, tc_delay_ms, uint, 0644);
+MODULE_PARM_DESC(delay_ms,
+	"Fault injection: delay the issue of every staging request by this many ms. Default 0 (off).");
+
 struct tc_io_stats tc_io_stats;
 static struct workqueue_struct *tc_wq;	/* runs FSYNC/FDATASYNC requests */
 
 struct tc_req {
 	struct kiocb iocb;
 	struct list_head node;		/* on tf->cq once complete */
-	struct work_struct work;	/* FSYNC/FDATASYNC */
+	struct delayed_work work;	/* FSYNC/FDATASYNC, or delay_ms */
 	struct tc_file *tf;
 	struct tc_buffer *buf;		/* NULL for syncs */
 	struct file *file;
@@ -132,12 +141,13 @@ static void tc_rw_complete(struct kiocb *iocb, long res)
 	tc_req_done(req, res);
 }
 
-static void tc_sync_work(struct work_struct *work)
-{
-	struct tc_req *req = container_of(work, struct tc_req, work);
+static void tc_req_start(struct tc_req *req);
 
-	tc_req_done(req, vfs_fsync(req->file,
-				   req->op == TENCACHE_OP_FDATASYNC));
+static void tc_req_work(struct work_struct *work)
+{
+	struct tc_req *req = container_of(to_delayed_work(work), struct tc_req, work);
+
+	tc_req_start(req);
 }
 
 static void tc_req_free(struct tc_req *req)
@@ -241,9 +251,8 @@ static int tc_req_prepare(struct tc_file *tf, const struct tencache_io *io,
 		req->iocb.ki_pos = io->file_offset;
 		req->iocb.ki_flags = (req->iocb.ki_flags & ~IOCB_APPEND) | IOCB_DIRECT;
 		req->iocb.ki_complete = tc_rw_complete;
-	} else {
-		INIT_WORK(&req->work, tc_sync_work);
 	}
+	INIT_DELAYED_WORK(&req->work, tc_req_work);
 	*reqp = req;
 	return 0;
 
@@ -255,32 +264,15 @@ put_file:
 	return ret;
 }
 
-/* Start a prepared request; its completion always goes through tc_req_done. */
-static void tc_req_issue(struct tc_req *req)
+/* Do the I/O of a request; its completion always goes through tc_req_done. */
+static void tc_req_start(struct tc_req *req)
 {
 	struct file *file = req->file;
 	struct iov_iter iter;
 	ssize_t ret;
-	s64 peak, now;
 
-	atomic_inc(&req->tf->running);
-	if (req->buf)
-		atomic_inc(&req->buf->inflight);
-	now = atomic64_inc_return(&tc_io_stats.inflight);
-	peak = atomic64_read(&tc_io_stats.inflight_peak);
-	while (now > peak && !atomic64_try_cmpxchg(&tc_io_stats.inflight_peak,
-						  &peak, now))
-		;
-	req->start = ktime_get();
-
-	if (READ_ONCE(tc_fail_nth) &&
-	    atomic_inc_return(&tc_fail_count) == READ_ONCE(tc_fail_nth)) {
-		WRITE_ONCE(tc_fail_nth, 0);
-		tc_req_done(req, -EIO);
-		return;
-	}
 	if (!req->buf) {
-		queue_work(tc_wq, &req->work);
+		tc_req_done(req, vfs_fsync(file, req->op == TENCACHE_OP_FDATASYNC));
 		return;
 	}
 	if (req->op == TENCACHE_OP_READ) {
@@ -300,6 +292,35 @@ static void tc_req_issue(struct tc_req *req)
 	/* -EIOCBQUEUED: ->ki_complete owns req now (it may be gone already) */
 	if (ret != -EIOCBQUEUED)
 		tc_rw_complete(&req->iocb, ret);
+}
+
+/* Account a prepared request as in flight and start it (or schedule it). */
+static void tc_req_issue(struct tc_req *req)
+{
+	unsigned int delay = READ_ONCE(tc_delay_ms);
+	s64 peak, now;
+
+	atomic_inc(&req->tf->running);
+	if (req->buf)
+		atomic_inc(&req->buf->inflight);
+	now = atomic64_inc_return(&tc_io_stats.inflight);
+	peak = atomic64_read(&tc_io_stats.inflight_peak);
+	while (now > peak && !atomic64_try_cmpxchg(&tc_io_stats.inflight_peak,
+						  &peak, now))
+		;
+	req->start = ktime_get();
+
+	if (READ_ONCE(tc_fail_nth) &&
+	    atomic_inc_return(&tc_fail_count) == READ_ONCE(tc_fail_nth)) {
+		WRITE_ONCE(tc_fail_nth, 0);
+		tc_req_done(req, -EIO);
+		return;
+	}
+	/* syncs block: never in the caller's SUBMIT */
+	if (delay || !req->buf)
+		queue_delayed_work(tc_wq, &req->work, msecs_to_jiffies(delay));
+	else
+		tc_req_start(req);
 }
 
 long tc_ioctl_submit(struct tc_file *tf, void __user *uarg)

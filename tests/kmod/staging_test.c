@@ -448,19 +448,17 @@ TEST_F(stage, inflight_cap)
 
 TEST_F(stage, free_busy)
 {
-	struct tencache_io ios[16];
-	struct tencache_cqe cqes[16];
-	int i;
+	struct tencache_io io = rw(TENCACHE_OP_READ, self->tfd, self->dst.handle,
+				   0, 0, 4 * MiB, 1);
+	struct tencache_cqe cqe;
 
-	for (i = 0; i < 16; i++)
-		ios[i] = rw(TENCACHE_OP_READ, self->tfd, self->dst.handle,
-			    i * 4 * MiB, i * 4 * MiB, 4 * MiB, i);
-	ASSERT_EQ(0, submit(self->fd, ios, 16, NULL));
-	/* 64 MiB of reads cannot be done by the next ioctl */
+	ASSERT_EQ(0, set_param("delay_ms", "300"));	/* keep it in flight */
+	ASSERT_EQ(0, submit(self->fd, &io, 1, NULL));
 	EXPECT_ERRNO(EBUSY, tc_free(self->fd, self->dst.handle));
-	EXPECT_EQ(16, reap(self->fd, cqes, 16));
-	for (i = 0; i < 16; i++)
-		EXPECT_EQ(4 * MiB, cqes[i].result);
+	EXPECT_EQ(1, tc_sysfs("io_inflight"));
+	ASSERT_EQ(0, set_param("delay_ms", "0"));
+	EXPECT_EQ(1, reap(self->fd, &cqe, 1));
+	EXPECT_EQ(4 * MiB, cqe.result);
 	EXPECT_EQ(0, munmap(self->d, BUF));
 	EXPECT_EQ(0, tc_free(self->fd, self->dst.handle));
 	EXPECT_EQ(self->used0 + BUF, tc_used());
@@ -474,6 +472,7 @@ TEST_F(stage, kill_with_io_in_flight)
 	char c;
 
 	ASSERT_EQ(0, pipe(pipefd));
+	ASSERT_EQ(0, set_param("delay_ms", "200"));	/* all 32 still in flight */
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (pid == 0) {
@@ -496,8 +495,10 @@ TEST_F(stage, kill_with_io_in_flight)
 	}
 	close(pipefd[1]);
 	ASSERT_EQ(1, read(pipefd[0], &c, 1));
+	EXPECT_EQ(32, tc_sysfs("io_inflight"));
 	kill(pid, SIGKILL);
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_EQ(0, set_param("delay_ms", "0"));
 	EXPECT_TRUE(WIFSIGNALED(status));
 	for (i = 0; i < 500 && tc_sysfs("buffers_live") != live; i++)
 		usleep(10000);
