@@ -283,11 +283,15 @@ static int cache_run(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 		o->iters = it + 1;
 		for (uint32_t t = 0; t < nt; t++)
 			o->end[t] = s.resident[t] | s.dirty[t] << 1;
-		if (!cyclic || !memcmp(o->start, o->end, nt)) {
-			o->converged = true;
+		/* a fixed point is reached when a step ends as it began; one more
+		 * lap then makes the carried-over times (last use, eviction)
+		 * those of the steady step too */
+		if (!cyclic || (o->converged && !memcmp(o->start, o->end, nt)))
 			break;
-		}
+		o->converged = !memcmp(o->start, o->end, nt);
 	}
+	if (!cyclic)
+		o->converged = true;
 	ret = 0;
 out:
 	free(nkey); free(st_key); free(nlive); free(st_live);
@@ -468,7 +472,8 @@ static int gpu_level_cache(const struct tc_trace *tr, const struct tc_plan_cfg *
 	ret = gpu_requests(tr, ti, &rq);
 	if (ret)
 		return ret;
-	ret = cache_run(rq, n, ti->bytes, ti->nt, cfg->gpu_bytes, cfg->policy, cyclic, &o);
+	ret = cache_run(rq, n, ti->bytes, ti->nt, cfg->gpu_bytes - st->reserve_bytes,
+			cfg->policy, cyclic, &o);
 	if (ret)
 		goto out;
 	st->steady_iters = o.iters;
@@ -812,7 +817,8 @@ static int pinned_level(const struct tc_trace *tr, const struct tc_plan_cfg *cfg
 						 (a->flags & TC_ACC_WRITE ? RQ_WRITE : 0) };
 		}
 	}
-	ret = cache_run(rq, m, ti->bytes, ti->nt, cap, TC_POLICY_OURS, cyclic, &o);
+	ret = cache_run(rq, m, ti->bytes, ti->nt, cap - st->pinned_reserve_bytes,
+			TC_POLICY_OURS, cyclic, &o);
 	if (ret)
 		goto out;
 	if (!o.converged)
@@ -1114,6 +1120,8 @@ void tc_plan_cfg_default(struct tc_plan_cfg *cfg)
 	cfg->zero_bucket_bytes = 100000000ull;
 	cfg->zero_persist_bytes = 200000ull;
 	cfg->tencache_window = 30;
+	cfg->reserve_bytes = -1;
+	cfg->pinned_reserve_bytes = -1;
 }
 
 const char *tc_policy_name(enum tc_policy p)
@@ -1160,8 +1168,8 @@ static int cfg_check(const struct tc_plan_cfg *cfg)
 	return 0;
 }
 
-int tc_plan_build(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
-		  struct tc_plan *pl)
+static int plan_build(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
+		      uint64_t reserve, uint64_t preserve, struct tc_plan *pl)
 {
 	struct gops g = { 0 }, pg = { 0 };
 	struct tinfo ti = { 0 };
@@ -1187,6 +1195,8 @@ int tc_plan_build(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 	pl->nr_acc = n;
 	pl->nr_tensors = ti.nt;
 	pl->policy = cfg->policy;
+	pl->st.reserve_bytes = reserve;
+	pl->st.pinned_reserve_bytes = cfg->nvme_bytes ? preserve : 0;
 	pl->hit = calloc(n, 1);
 	pl->start_gpu = calloc(ti.nt, 1);
 	pl->start_pinned = calloc(ti.nt, 1);
@@ -1328,4 +1338,80 @@ fail:
 	tinfo_free(&ti);
 	tc_plan_free(pl);
 	return ret;
+}
+
+/* Builds ours at given reserves and simulates it; keeps it in *best when
+ * its step is shorter (ties keep the earlier, smaller reserve). */
+static int try_reserve(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
+		       uint64_t r, uint64_t pr, struct tc_plan *best, uint64_t *best_ns)
+{
+	struct tc_sim_result sr;
+	struct tc_plan cur;
+	int ret;
+
+	ret = plan_build(tr, cfg, r, pr, &cur);
+	if (ret)
+		return ret;
+	ret = tc_sim_run(tr, cfg, &cur, 3, &sr);
+	if (ret) {
+		tc_plan_free(&cur);
+		return ret;
+	}
+	cur.st.sim_step_ns = sr.step_ns;
+	if (sr.step_ns < *best_ns) {
+		tc_plan_free(best);
+		*best = cur;
+		*best_ns = sr.step_ns;
+	} else {
+		tc_plan_free(&cur);
+	}
+	return 0;
+}
+
+/* Ours with automatic reserves: pure MIN first, then a few GPU reserves in
+ * steps of the largest op, then (with NVMe) a few pinned reserves; the plan
+ * with the shortest simulated step wins. A coordinate search: ~9 builds. */
+int tc_plan_build(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
+		  struct tc_plan *pl)
+{
+	static const unsigned gq[] = { 2, 4, 8, 16 }, pq[] = { 1, 2, 4, 8 };
+	struct tc_plan best = { 0 };
+	uint64_t maxop, best_ns = UINT64_MAX, r, pr;
+	bool auto_r, auto_pr;
+	int ret;
+
+	if (!pl)
+		return -EINVAL;
+	memset(pl, 0, sizeof(*pl));
+	ret = cfg_check(cfg);
+	if (ret)
+		return ret;
+	auto_r = cfg->policy == TC_POLICY_OURS && cfg->reserve_bytes < 0;
+	auto_pr = cfg->policy == TC_POLICY_OURS && cfg->pinned_reserve_bytes < 0 && cfg->nvme_bytes;
+	r = cfg->policy == TC_POLICY_OURS && cfg->reserve_bytes > 0 ? cfg->reserve_bytes : 0;
+	pr = cfg->policy == TC_POLICY_OURS && cfg->nvme_bytes &&
+	     cfg->pinned_reserve_bytes > 0 ? cfg->pinned_reserve_bytes : 0;
+	if (r >= cfg->gpu_bytes || (cfg->nvme_bytes && pr >= cfg->pinned_bytes))
+		return -EINVAL;
+	if (!auto_r && !auto_pr)
+		return plan_build(tr, cfg, r, pr, pl);
+	ret = tc_trace_validate(tr);
+	if (ret)
+		return ret;
+	ret = try_reserve(tr, cfg, r, pr, &best, &best_ns);
+	if (ret)
+		return ret;
+	maxop = tc_trace_max_op_bytes(tr);
+	for (size_t i = 0; auto_r && i < sizeof(gq) / sizeof(gq[0]); i++) {
+		uint64_t c = maxop * gq[i] / 4;
+
+		if (cfg->gpu_bytes < maxop + c)
+			break;
+		try_reserve(tr, cfg, c, pr, &best, &best_ns);
+	}
+	r = best.st.reserve_bytes;
+	for (size_t i = 0; auto_pr && i < sizeof(pq) / sizeof(pq[0]); i++)
+		try_reserve(tr, cfg, r, cfg->pinned_bytes * pq[i] / 32, &best, &best_ns);
+	*pl = best;
+	return 0;
 }

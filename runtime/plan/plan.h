@@ -130,6 +130,11 @@ struct tc_plan_cfg {
 	uint64_t zero_bucket_bytes;	/* ZeRO prefetch bucket (default 100 MB) */
 	uint64_t zero_persist_bytes;	/* ZeRO persistence threshold (200 KB) */
 	uint32_t tencache_window;	/* 10Cache window in tensors (30) */
+	/* Ours: GPU bytes kept out of the MIN cache so prefetches can start
+	 * before the previous op frees its victims. < 0: chosen by simulating
+	 * a few candidates (default); 0: pure MIN, Belady-optimal hit count. */
+	int64_t reserve_bytes;
+	int64_t pinned_reserve_bytes;	/* the same for pinned over NVMe */
 };
 
 /* Schedule operations, issued by the executor when it reaches access pos. */
@@ -166,6 +171,9 @@ struct tc_plan_stats {
 	uint64_t gpu_resident_bytes, pinned_resident_bytes, nvme_bytes;
 	uint64_t gpu_peak, pinned_peak;	/* at issue points */
 	uint32_t steady_iters;		/* steps until the cyclic state repeated */
+	uint64_t reserve_bytes;		/* prefetch reserves used (ours) */
+	uint64_t pinned_reserve_bytes;
+	uint64_t sim_step_ns;		/* simulated step time (auto reserve only) */
 	bool reconciled;		/* no fixed point: table starts with fix-ups */
 };
 
