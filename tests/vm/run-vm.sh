@@ -245,6 +245,8 @@ mkdir -p /mnt/ext4; mount -t ext4 /dev/vdb /mnt/ext4; t \$? "mount ext4 (virtio-
 m0=\$(memfree)
 modprobe $KMOD $MODPARAMS; t \$? "modprobe $KMOD $MODPARAMS"
 S=/sys/class/misc/tencache
+exec 4< /dev/tencache; rmmod $KMOD 2> /dev/null; r=\$?; exec 4<&-
+t \$(( r == 0 )) "rmmod is refused while /dev/tencache is open"
 export TENCACHE_NVME=/dev/nvme0n1 TENCACHE_EXT4=/mnt/ext4 TEST_DIR=/mnt/ext4
 cd /tmp
 for x in $NAMES; do
