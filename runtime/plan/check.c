@@ -58,7 +58,7 @@ int tc_plan_check(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 		ret = fail(err, errlen, "start set %llu > GPU budget", (unsigned long long)gused);
 	if (cfg->nvme_bytes && pused > cfg->pinned_bytes)
 		ret = fail(err, errlen, "pinned start set over budget");
-	for (unsigned step = 0; step < 3 && !ret; step++) {
+	for (unsigned step = 0; step < (cfg->flags & TC_PLAN_ACYCLIC ? 1u : 3u) && !ret; step++) {
 		for (uint32_t i = 0; i < n && !ret; i++) {
 			const struct tc_access *a = &tr->acc[i];
 			struct cst *x;

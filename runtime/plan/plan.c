@@ -817,6 +817,22 @@ static int pinned_level(const struct tc_trace *tr, const struct tc_plan_cfg *cfg
 						 (a->flags & TC_ACC_WRITE ? RQ_WRITE : 0) };
 		}
 	}
+	if (!nvme) {
+		/* no NVMe: every value that ever leaves the GPU lives in pinned
+		 * memory for good; nothing to schedule, only a budget to meet */
+		uint64_t need = 0;
+
+		for (uint32_t j = 0; j < m; j++)
+			if (rq[j].f && !pstart[rq[j].t]) {
+				pstart[rq[j].t] = 1;
+				need += ti->bytes[rq[j].t];
+			}
+		st->pinned_peak = need;
+		ret = need > cfg->pinned_bytes ? -ENOSPC : 0;
+		free(rq);
+		free(slot_of_end);
+		return ret;
+	}
 	ret = cache_run(rq, m, ti->bytes, ti->nt, cap - st->pinned_reserve_bytes,
 			TC_POLICY_OURS, cyclic, &o);
 	if (ret)
@@ -879,16 +895,6 @@ static int pinned_level(const struct tc_trace *tr, const struct tc_plan_cfg *cfg
 	for (uint32_t j = 0; j < m; j++)
 		if (o.use[j] > st->pinned_peak)
 			st->pinned_peak = o.use[j];
-	if (!nvme) {
-		/* no NVMe: the pinned pool must hold every value that leaves the GPU */
-		uint64_t need = 0;
-
-		for (uint32_t t = 0; t < ti->nt; t++)
-			if (pstart[t] & 1)
-				need += ti->bytes[t];
-		if (need > cfg->pinned_bytes || st->pinned_peak > cfg->pinned_bytes)
-			ret = -ENOSPC;
-	}
 out:
 	cout_free(&o);
 	free(rq);
