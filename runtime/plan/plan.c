@@ -53,6 +53,7 @@ struct cout {
 	int64_t *lastw;			/* per FLUSH request: end of X's last use */
 	uint64_t *use;			/* bytes resident after request r */
 	uint8_t *start, *end;		/* per tensor: bit0 resident, bit1 dirty */
+	uint8_t *slive;			/* per tensor: value live at step start */
 	uint32_t iters;
 	bool converged;
 };
@@ -67,7 +68,7 @@ static void cout_free(struct cout *o)
 {
 	free(o->res); free(o->flush); free(o->kill); free(o->vfirst);
 	free(o->vic); free(o->evict_at); free(o->lastw); free(o->use);
-	free(o->start); free(o->end);
+	free(o->start); free(o->end); free(o->slive);
 	memset(o, 0, sizeof(*o));
 }
 
@@ -185,8 +186,8 @@ static int cache_step(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 			s->resident[t] = s->dirty[t] = 0;
 			*used -= bytes[t];
 		}
-		if (q->f & RQ_KILL)
-			s->evict_at[t] = r;	/* no refetch may be issued before the new value */
+		if (q->f & RQ_KILL)	/* no refetch before the op writing it ends */
+			s->evict_at[t] = q->end;
 		if (q->f & RQ_RES) {
 			if (s->resident[t]) {
 				o->res[r] = (q->f & RQ_NEED) ? RES_HIT : RES_AHIT;
@@ -245,17 +246,19 @@ static int cache_run(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 	o->evict_at = malloc(n * sizeof(int64_t));
 	o->lastw = malloc(n * sizeof(int64_t));
 	o->use = malloc(n * sizeof(uint64_t));
-	o->start = calloc(nt, 1); o->end = calloc(nt, 1);
+	o->start = calloc(nt, 1); o->end = calloc(nt, 1); o->slive = malloc(nt);
 	s.resident = calloc(nt, 1); s.dirty = calloc(nt, 1); s.live = calloc(nt, 1);
 	s.key = malloc(nt * sizeof(int64_t)); s.last = malloc(nt * sizeof(int64_t));
 	s.evict_at = malloc(nt * sizeof(int64_t)); s.lru = malloc(nt * sizeof(int64_t));
 	s.held = malloc(nt * sizeof(int64_t));
 	if (!nkey || !st_key || !nlive || !st_live || !o->res || !o->flush || !o->kill ||
 	    !o->vfirst || !o->evict_at || !o->lastw || !o->use || !o->start || !o->end ||
+	    !o->slive ||
 	    !s.resident || !s.dirty || !s.live || !s.key || !s.last || !s.evict_at ||
 	    !s.lru || !s.held)
 		goto out;
 	next_use(rq, n, nt, cyclic, st_key, st_live, nkey, nlive);
+	memcpy(o->slive, st_live, nt);
 	for (uint32_t t = 0; t < nt; t++) {
 		s.last[t] = s.evict_at[t] = s.lru[t] = -(int64_t)n;
 		s.held[t] = -1;
@@ -330,7 +333,8 @@ static int64_t place_early(uint64_t *use, uint32_t n, int64_t lb, int64_t r,
 
 /* ---- intermediate op list ----------------------------------------------- */
 
-enum { CLS_OUT, CLS_DROP, CLS_IN };	/* order of ops sharing one issue point */
+/* order of ops sharing one issue point; seam fix-ups go before all else */
+enum { CLS_FIX = 0, CLS_OUT = 3, CLS_DROP, CLS_IN };
 
 struct gop {
 	int64_t pos;		/* unrolled issue point (slot index on the pinned level) */
@@ -344,7 +348,8 @@ struct gops {
 	uint32_t nr, cap;
 };
 
-static int gops_add(struct gops *g, int64_t pos, uint8_t kind, uint32_t t, int32_t need)
+static int gops_add_cls(struct gops *g, int64_t pos, uint8_t kind, uint32_t t,
+		       int32_t need, bool fix)
 {
 	static const uint8_t cls[TC_OP_NR] = {
 		[TC_OP_FETCH] = CLS_IN, [TC_OP_ALLOC] = CLS_IN,
@@ -363,9 +368,20 @@ static int gops_add(struct gops *g, int64_t pos, uint8_t kind, uint32_t t, int32
 		g->cap = nc;
 	}
 	g->v[g->nr] = (struct gop){ .pos = pos, .need = need, .t = t, .seq = g->nr,
-				    .kind = kind, .cls = cls[kind] };
+				    .kind = kind, .cls = cls[kind] - (fix ? CLS_OUT : 0) };
 	g->nr++;
 	return 0;
+}
+
+static int gops_add(struct gops *g, int64_t pos, uint8_t kind, uint32_t t, int32_t need)
+{
+	return gops_add_cls(g, pos, kind, t, need, false);
+}
+
+/* Seam fix-up: moves the level from its end state back to its start state. */
+static int gops_fix(struct gops *g, uint8_t kind, uint32_t t)
+{
+	return gops_add_cls(g, 0, kind, t, -1, true);
 }
 
 /* qsort has no context argument; the modulus is per thread */
@@ -444,7 +460,8 @@ static int gpu_requests(const struct tc_trace *tr, const struct tinfo *ti, struc
 		if (a->flags & TC_ACC_HOST) {
 			f = (a->flags & TC_ACC_READ ? RQ_FLUSH : 0) |
 			    (a->flags & TC_ACC_WRITE ? RQ_KILL : 0);
-			rq[i] = (struct creq){ .t = a->tensor, .group = NO_GROUP, .end = i, .f = f };
+			rq[i] = (struct creq){ .t = a->tensor, .group = NO_GROUP,
+					       .end = ti->op_end[i], .f = f };
 		} else {
 			f = RQ_RES | (a->flags & TC_ACC_READ ? RQ_NEED : 0) |
 			    (a->flags & TC_ACC_WRITE ? RQ_WRITE : 0);
@@ -487,15 +504,15 @@ static int gpu_level_cache(const struct tc_trace *tr, const struct tc_plan_cfg *
 			bool in_s = o.start[t] & 1, in_e = o.end[t] & 1;
 
 			if (in_e && (!in_s || ((o.end[t] & 2) && !(o.start[t] & 2)))) {
-				if (o.end[t] & 2)
-					ret = gops_add(g, 0, TC_OP_WRITEBACK, t, -1);
+				if ((o.end[t] & 2) && o.slive[t])
+					ret = gops_fix(g, TC_OP_WRITEBACK, t);
 				if (!ret && !in_s)
-					ret = gops_add(g, 0, TC_OP_DROP, t, -1);
+					ret = gops_fix(g, TC_OP_DROP, t);
 			}
 		}
 		for (uint32_t t = 0; t < ti->nt && !ret; t++)
 			if ((o.start[t] & 1) && !(o.end[t] & 1))
-				ret = gops_add(g, 0, TC_OP_FETCH, t, -1);
+				ret = gops_fix(g, o.slive[t] ? TC_OP_FETCH : TC_OP_ALLOC, t);
 		if (ret)
 			goto out;
 	}
@@ -634,7 +651,19 @@ static int gpu_level_stream(const struct tc_trace *tr, const struct tc_plan_cfg 
 	}
 	for (uint32_t t = 0; t < nt; t++) {
 		dropped[t] = cyclic ? -(int64_t)n : 0;
-		lastend[t] = -(int64_t)n;
+		lastend[t] = INT64_MIN;	/* end of the last unflushed GPU write */
+	}
+	/* a Pm value written late in a step may be read by the host early in
+	 * the next: a first lap finds which are dirty at the seam */
+	for (uint32_t i = 0; cyclic && i < n; i++) {
+		const struct tc_access *a = &tr->acc[i];
+
+		if (!pm[a->tensor])
+			continue;
+		if (a->flags & TC_ACC_HOST)
+			lastend[a->tensor] = INT64_MIN;
+		else if (a->flags & TC_ACC_WRITE)
+			lastend[a->tensor] = (int64_t)ti->op_end[i] - n;
 	}
 	ret = 0;
 	for (uint32_t i = 0; i < n && !ret; i++) {
@@ -643,10 +672,13 @@ static int gpu_level_stream(const struct tc_trace *tr, const struct tc_plan_cfg 
 		int64_t p, d;
 
 		if (a->flags & TC_ACC_HOST) {
+			/* no fetch of the value before the host op writing it ends */
+			if ((a->flags & TC_ACC_WRITE) && dropped[t] < (int64_t)e + 1)
+				dropped[t] = e + 1;
 			/* only Pm tensors can be resident across a host op */
 			if (!pm[t])
 				continue;
-			if ((a->flags & TC_ACC_READ) && tr->tensors[t].dirty && lastend[t] > -(int64_t)n)
+			if ((a->flags & TC_ACC_READ) && lastend[t] != INT64_MIN)
 				ret = gops_add(g, lastend[t] + 1 > 0 ? lastend[t] + 1 : 0,
 					       TC_OP_WRITEBACK, t, i);
 			if (!ret && (a->flags & TC_ACC_WRITE)) {
@@ -655,7 +687,7 @@ static int gpu_level_stream(const struct tc_trace *tr, const struct tc_plan_cfg 
 				if (!ret && (cyclic || e + 1 < n))
 					ret = gops_add(g, (e + 1) % n, TC_OP_FETCH, t, -1);
 			}
-			lastend[t] = -(int64_t)n;	/* the GPU copy is clean now */
+			lastend[t] = INT64_MIN;	/* the GPU copy is clean (or gone) now */
 			continue;
 		}
 		if (a->flags & TC_ACC_READ) {
@@ -844,15 +876,15 @@ static int pinned_level(const struct tc_trace *tr, const struct tc_plan_cfg *cfg
 	if (!o.converged) {
 		for (uint32_t t = 0; t < ti->nt && !ret; t++) {
 			if ((o.end[t] & 1) && !(o.start[t] & 1)) {
-				if (o.end[t] & 2)
-					ret = gops_add(pg, 0, TC_OP_STAGE_OUT, t, -1);
+				if ((o.end[t] & 2) && o.slive[t])
+					ret = gops_fix(pg, TC_OP_STAGE_OUT, t);
 				if (!ret)
-					ret = gops_add(pg, 0, TC_OP_PDROP, t, -1);
+					ret = gops_fix(pg, TC_OP_PDROP, t);
 			}
 		}
 		for (uint32_t t = 0; t < ti->nt && !ret; t++)
 			if ((o.start[t] & 1) && !(o.end[t] & 1))
-				ret = gops_add(pg, 0, TC_OP_STAGE_IN, t, -1);
+				ret = gops_fix(pg, o.slive[t] ? TC_OP_STAGE_IN : TC_OP_PALLOC, t);
 		if (ret)
 			goto out;
 	}
