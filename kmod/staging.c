@@ -404,8 +404,13 @@ long tc_ioctl_reap(struct tc_file *tf, void __user *uarg)
 		else
 			ret = wait_event_interruptible(tf->wait,
 					tc_reap_ready(tf, rp.min_nr));
+		/*
+		 * Nothing was taken yet, so the call can be restarted after a
+		 * signal (or io_uring task work: TIF_NOTIFY_SIGNAL); a signal
+		 * without SA_RESTART gives userspace EINTR.
+		 */
 		if (ret == -ERESTARTSYS)
-			return -EINTR;
+			return ret;
 	}
 
 	spin_lock_irqsave(&tf->cq_lock, flags);
