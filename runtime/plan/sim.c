@@ -96,7 +96,8 @@ int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 	uint64_t wait_max = 0, opready = 0, issue = 0;
 	int ret = 0;
 
-	if (!tr || !cfg || !pl || !res || nsteps < 2 || pl->nr_acc != tr->nr_acc)
+	if (!tr || !cfg || !pl || !res || nsteps < 2 || pl->nr_acc != tr->nr_acc ||
+	    pl->nr_tensors != tr->nr_tensors)
 		return -EINVAL;
 	memset(res, 0, sizeof(*res));
 	n = tr->nr_acc;
