@@ -35,6 +35,7 @@ enum { RES_NONE, RES_HIT, RES_MISS, RES_ALLOC, RES_AHIT };
 struct creq {
 	uint32_t t, group;
 	int64_t end;		/* last request of the hold group */
+	int64_t cold;		/* victims whose last use ended before this are free now */
 	uint8_t f;
 };
 
@@ -90,7 +91,7 @@ static int push_victim(struct cout *o, struct victim v)
 /* Pick the victim: MIN = dead values first, then furthest next use, then
  * the largest; LRU = least recently used. O(resident), planning time only. */
 static int64_t pick_victim(const struct cstate *s, uint32_t nt, const uint64_t *bytes,
-			   int64_t now, enum tc_policy pol)
+			   int64_t now, int64_t cold, enum tc_policy pol)
 {
 	int64_t best = -1;
 
@@ -99,6 +100,13 @@ static int64_t pick_victim(const struct cstate *s, uint32_t nt, const uint64_t *
 			continue;
 		if (best < 0) {
 			best = t;
+			continue;
+		}
+		/* cold-first: a victim whose last use is over lets the copy
+		 * overlap the op before; MIN decides within each class */
+		if ((s->last[t] < cold) != (s->last[best] < cold)) {
+			if (s->last[t] < cold)
+				best = t;
 			continue;
 		}
 		if (pol == TC_POLICY_LRU) {
@@ -193,7 +201,7 @@ static int cache_step(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 				o->res[r] = (q->f & RQ_NEED) ? RES_HIT : RES_AHIT;
 			} else {
 				while (*used + bytes[t] > cap) {
-					int64_t v = pick_victim(s, nt, bytes, r, pol);
+					int64_t v = pick_victim(s, nt, bytes, r, q->cold, pol);
 
 					if (v < 0)
 						return -ENOSPC;
@@ -212,7 +220,9 @@ static int cache_step(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 			}
 			if (q->f & RQ_WRITE)
 				s->dirty[t] = 1;
-			s->last[t] = q->end;
+			/* max: a copy slot can sit inside a host op holding t */
+			if (q->end > s->last[t] || !s->resident[t])
+				s->last[t] = q->end;
 			s->lru[t] = r;
 		} else if (q->f & RQ_FLUSH) {
 			if (q->end > s->last[t])
@@ -447,9 +457,11 @@ static void tinfo_free(struct tinfo *ti)
 
 /* GPU-level requests: GPU accesses need residency; host reads flush a dirty
  * GPU copy, host writes kill it. */
-static int gpu_requests(const struct tc_trace *tr, const struct tinfo *ti, struct creq **out)
+static int gpu_requests(const struct tc_trace *tr, const struct tinfo *ti, bool cold_first,
+			struct creq **out)
 {
 	struct creq *rq = malloc(ti->n * sizeof(*rq));
+	int64_t prev_start = INT64_MIN, cur_start = 0;
 
 	if (!rq)
 		return -ENOMEM;
@@ -467,6 +479,12 @@ static int gpu_requests(const struct tc_trace *tr, const struct tinfo *ti, struc
 			    (a->flags & TC_ACC_WRITE ? RQ_WRITE : 0);
 			rq[i] = (struct creq){ .t = a->tensor, .group = ti->op_of[i],
 					       .end = ti->op_end[i], .f = f };
+		}
+		/* cold = start of the previous op: the host issues one op ahead */
+		rq[i].cold = cold_first ? prev_start : INT64_MAX;
+		if (a->flags & TC_ACC_END) {
+			prev_start = cur_start;
+			cur_start = i + 1;
 		}
 	}
 	*out = rq;
@@ -486,7 +504,7 @@ static int gpu_level_cache(const struct tc_trace *tr, const struct tc_plan_cfg *
 	int64_t lb0, prev_fetch = INT64_MIN;
 	int ret;
 
-	ret = gpu_requests(tr, ti, &rq);
+	ret = gpu_requests(tr, ti, cfg->policy == TC_POLICY_OURS && st->cold_first, &rq);
 	if (ret)
 		return ret;
 	ret = cache_run(rq, n, ti->bytes, ti->nt, cfg->gpu_bytes - st->reserve_bytes,
@@ -833,7 +851,7 @@ static int pinned_level(const struct tc_trace *tr, const struct tc_plan_cfg *cfg
 		if (sl[j].gop >= 0) {
 			const struct gop *o2 = &g->v[sl[j].gop];
 
-			*q = (struct creq){ .t = o2->t, .group = NO_GROUP, .end = j };
+			*q = (struct creq){ .t = o2->t, .group = NO_GROUP, .end = j, .cold = INT64_MAX };
 			if (o2->kind == TC_OP_FETCH)
 				q->f = RQ_RES | RQ_NEED;
 			else if (o2->kind == TC_OP_WRITEBACK)
@@ -844,7 +862,7 @@ static int pinned_level(const struct tc_trace *tr, const struct tc_plan_cfg *cfg
 			const struct tc_access *a = &tr->acc[sl[j].acc];
 
 			*q = (struct creq){ .t = a->tensor, .group = ti->op_of[sl[j].acc],
-					    .end = slot_of_end[ti->op_end[sl[j].acc]],
+					    .end = slot_of_end[ti->op_end[sl[j].acc]], .cold = INT64_MAX,
 					    .f = RQ_RES | (a->flags & TC_ACC_READ ? RQ_NEED : 0) |
 						 (a->flags & TC_ACC_WRITE ? RQ_WRITE : 0) };
 		}
@@ -1207,7 +1225,7 @@ static int cfg_check(const struct tc_plan_cfg *cfg)
 }
 
 static int plan_build(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
-		      uint64_t reserve, uint64_t preserve, struct tc_plan *pl)
+		      uint64_t reserve, uint64_t preserve, bool cold, struct tc_plan *pl)
 {
 	struct gops g = { 0 }, pg = { 0 };
 	struct tinfo ti = { 0 };
@@ -1234,6 +1252,7 @@ static int plan_build(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 	pl->nr_tensors = ti.nt;
 	pl->policy = cfg->policy;
 	pl->st.reserve_bytes = reserve;
+	pl->st.cold_first = cold;
 	pl->st.pinned_reserve_bytes = cfg->nvme_bytes ? preserve : 0;
 	pl->hit = calloc(n, 1);
 	pl->start_gpu = calloc(ti.nt, 1);
@@ -1381,13 +1400,13 @@ fail:
 /* Builds ours at given reserves and simulates it; keeps it in *best when
  * its step is shorter (ties keep the earlier, smaller reserve). */
 static int try_reserve(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
-		       uint64_t r, uint64_t pr, struct tc_plan *best, uint64_t *best_ns)
+		       uint64_t r, uint64_t pr, bool cold, struct tc_plan *best, uint64_t *best_ns)
 {
 	struct tc_sim_result sr;
 	struct tc_plan cur;
 	int ret;
 
-	ret = plan_build(tr, cfg, r, pr, &cur);
+	ret = plan_build(tr, cfg, r, pr, cold, &cur);
 	if (ret)
 		return ret;
 	ret = tc_sim_run(tr, cfg, &cur, 3, &sr);
@@ -1406,9 +1425,10 @@ static int try_reserve(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 	return 0;
 }
 
-/* Ours with automatic reserves: pure MIN first, then a few GPU reserves in
- * steps of the largest op, then (with NVMe) a few pinned reserves; the plan
- * with the shortest simulated step wins. A coordinate search: ~9 builds. */
+/* Ours with automatic tuning: pure MIN first, then a few GPU reserves in
+ * steps of the largest op, with plain and cold-first victim choice, then
+ * (with NVMe) a few pinned reserves; the plan with the shortest simulated
+ * step wins. A coordinate search: at most 14 builds. */
 int tc_plan_build(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 		  struct tc_plan *pl)
 {
@@ -1432,24 +1452,29 @@ int tc_plan_build(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 	if (r >= cfg->gpu_bytes || (cfg->nvme_bytes && pr >= cfg->pinned_bytes))
 		return -EINVAL;
 	if (!auto_r && !auto_pr)
-		return plan_build(tr, cfg, r, pr, pl);
+		return plan_build(tr, cfg, r, pr, false, pl);
 	ret = tc_trace_validate(tr);
 	if (ret)
 		return ret;
-	ret = try_reserve(tr, cfg, r, pr, &best, &best_ns);
+	ret = try_reserve(tr, cfg, r, pr, false, &best, &best_ns);
 	if (ret)
 		return ret;
 	maxop = tc_trace_max_op_bytes(tr);
-	for (size_t i = 0; auto_r && i < sizeof(gq) / sizeof(gq[0]); i++) {
-		uint64_t c = maxop * gq[i] / 4;
+	for (int cold = 0; auto_r && cold < 2; cold++) {
+		if (cold)
+			try_reserve(tr, cfg, 0, pr, true, &best, &best_ns);
+		for (size_t i = 0; i < sizeof(gq) / sizeof(gq[0]); i++) {
+			uint64_t c = maxop * gq[i] / 4;
 
-		if (cfg->gpu_bytes < maxop + c)
-			break;
-		try_reserve(tr, cfg, c, pr, &best, &best_ns);
+			if (cfg->gpu_bytes < maxop + c)
+				break;
+			try_reserve(tr, cfg, c, pr, cold, &best, &best_ns);
+		}
 	}
 	r = best.st.reserve_bytes;
 	for (size_t i = 0; auto_pr && i < sizeof(pq) / sizeof(pq[0]); i++)
-		try_reserve(tr, cfg, r, cfg->pinned_bytes * pq[i] / 32, &best, &best_ns);
+		try_reserve(tr, cfg, r, cfg->pinned_bytes * pq[i] / 32, best.st.cold_first,
+			    &best, &best_ns);
 	*pl = best;
 	return 0;
 }

@@ -175,6 +175,7 @@ struct tc_plan_stats {
 	uint64_t pinned_reserve_bytes;
 	uint64_t sim_step_ns;		/* simulated step time (auto reserve only) */
 	bool reconciled;		/* no fixed point: table starts with fix-ups */
+	bool cold_first;		/* victims whose last use is over preferred */
 };
 
 struct tc_plan {
