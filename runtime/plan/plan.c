@@ -622,7 +622,7 @@ static int gpu_level_stream(const struct tc_trace *tr, const struct tc_plan_cfg 
 {
 	bool cyclic = !(cfg->flags & TC_PLAN_ACYCLIC);
 	uint32_t n = ti->n, nt = ti->nt;
-	uint8_t *pm = calloc(nt, 1), *gpu_acc = calloc(nt, 1);
+	uint8_t *pm = calloc(nt, 1), *gpu_acc = calloc(nt, 1), *gone = calloc(nt, 1);
 	uint64_t *wuse = calloc(n, sizeof(uint64_t)), *sizes = malloc(nt * sizeof(uint64_t));
 	int64_t *dropped = malloc(nt * sizeof(int64_t)), *lastend = malloc(nt * sizeof(int64_t));
 	uint64_t W, pm_bytes = 0, max_op = tc_trace_max_op_bytes(tr);
@@ -630,7 +630,7 @@ static int gpu_level_stream(const struct tc_trace *tr, const struct tc_plan_cfg 
 	uint32_t ns = 0;
 	int ret = -ENOMEM;
 
-	if (!pm || !gpu_acc || !wuse || !sizes || !dropped || !lastend)
+	if (!pm || !gpu_acc || !gone || !wuse || !sizes || !dropped || !lastend)
 		goto out;
 	for (uint32_t i = 0; i < n; i++)
 		if (!(tr->acc[i].flags & TC_ACC_HOST) && !gpu_acc[tr->acc[i].tensor]) {
@@ -700,10 +700,12 @@ static int gpu_level_stream(const struct tc_trace *tr, const struct tc_plan_cfg 
 				ret = gops_add(g, lastend[t] + 1 > 0 ? lastend[t] + 1 : 0,
 					       TC_OP_WRITEBACK, t, i);
 			if (!ret && (a->flags & TC_ACC_WRITE)) {
-				ret = gops_add(g, i, TC_OP_DROP, t, i);
-				/* refetch the updated value right after the op */
-				if (!ret && (cyclic || e + 1 < n))
-					ret = gops_add(g, (e + 1) % n, TC_OP_FETCH, t, -1);
+				/* the GPU copy is stale: drop it; the updated value is
+				 * fetched back right after the last such host op */
+				if (!gone[t])
+					ret = gops_add(g, i, TC_OP_DROP, t, i);
+				gone[t] = 1;
+				dropped[t] = e + 1;
 			}
 			lastend[t] = INT64_MIN;	/* the GPU copy is clean (or gone) now */
 			continue;
@@ -713,6 +715,10 @@ static int gpu_level_stream(const struct tc_trace *tr, const struct tc_plan_cfg 
 			st->read_bytes += ti->bytes[t];
 		}
 		if (pm[t]) {
+			if (gone[t]) {
+				ret = gops_add(g, dropped[t], TC_OP_FETCH, t, i);
+				gone[t] = 0;
+			}
 			/* a hit unless a host write dropped it since the last use:
 			 * that refetch is the miss */
 			hit[i] = 1;
@@ -780,6 +786,9 @@ static int gpu_level_stream(const struct tc_trace *tr, const struct tc_plan_cfg 
 			ret = gops_add(g, d % n, TC_OP_DROP, t, -1);
 		dropped[t] = d;
 	}
+	for (uint32_t t = 0; t < nt && !ret; t++)
+		if (gone[t] && cyclic)	/* refetch for the next step's first use */
+			ret = gops_add(g, dropped[t] % n, TC_OP_FETCH, t, -1);
 	if (ret)
 		goto out;
 	/* start state: Pm plus whatever the last op leaves for the seam drops,
@@ -813,7 +822,7 @@ static int gpu_level_stream(const struct tc_trace *tr, const struct tc_plan_cfg 
 	}
 	st->steady_iters = 1;
 out:
-	free(pm); free(gpu_acc); free(wuse); free(sizes); free(dropped); free(lastend);
+	free(pm); free(gpu_acc); free(gone); free(wuse); free(sizes); free(dropped); free(lastend);
 	return ret;
 }
 

@@ -13,7 +13,7 @@ int main(void)
 {
 	unsigned plans = 0, enospc = 0, reconciled = 0;
 
-	for (uint64_t seed = 1; seed <= 300; seed++) {
+	for (uint64_t seed = 1; seed <= 1000; seed++) {
 		struct rt_opts o = {
 			.tensors = 6 + seed % 30, .ops = 10 + seed % 50, .max_per_op = 1 + seed % 5,
 			.min_bytes = 1000, .max_bytes = 1000 + (seed % 3) * 50000,
