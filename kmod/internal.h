@@ -118,8 +118,8 @@ extern struct tc_io_stats tc_io_stats;
 
 void tc_staging_init_file(struct tc_file *tf);
 void tc_staging_release_file(struct tc_file *tf);
-long tc_ioctl_submit(struct tc_file *tf, void __user *uarg);
-long tc_ioctl_reap(struct tc_file *tf, void __user *uarg);
+long tencache_ioctl_submit(struct tc_file *tf, void __user *uarg);
+long tencache_ioctl_reap(struct tc_file *tf, void __user *uarg);
 __poll_t tc_staging_poll(struct tc_file *tf, struct file *file, poll_table *pt);
 int tc_staging_init(void);
 void tc_staging_exit(void);

@@ -43,7 +43,7 @@ static int tc_copy_struct_to_user(void __user *dst, const void *src,
 	return copy_to_user(dst, src, min_t(size_t, ksize, usize)) ? -EFAULT : 0;
 }
 
-static long tc_ioctl_info(struct tc_file *tf, void __user *uarg)
+static long tencache_ioctl_info(struct tc_file *tf, void __user *uarg)
 {
 	struct tencache_info info;
 	int ret;
@@ -69,7 +69,7 @@ static long tc_ioctl_info(struct tc_file *tf, void __user *uarg)
 	return tc_copy_struct_to_user(uarg, &info, sizeof(info));
 }
 
-static long tc_ioctl_alloc(struct tc_file *tf, void __user *uarg)
+static long tencache_ioctl_alloc(struct tc_file *tf, void __user *uarg)
 {
 	struct tencache_alloc req;
 	struct tc_buffer *buf;
@@ -90,7 +90,7 @@ static long tc_ioctl_alloc(struct tc_file *tf, void __user *uarg)
 	return ret;
 }
 
-static long tc_ioctl_free(struct tc_file *tf, void __user *uarg)
+static long tencache_ioctl_free(struct tc_file *tf, void __user *uarg)
 {
 	struct tencache_free req;
 	int ret;
@@ -110,15 +110,15 @@ static long tc_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 
 	switch (cmd) {
 	case TENCACHE_INFO:
-		return tc_ioctl_info(tf, uarg);
+		return tencache_ioctl_info(tf, uarg);
 	case TENCACHE_ALLOC:
-		return tc_ioctl_alloc(tf, uarg);
+		return tencache_ioctl_alloc(tf, uarg);
 	case TENCACHE_FREE:
-		return tc_ioctl_free(tf, uarg);
+		return tencache_ioctl_free(tf, uarg);
 	case TENCACHE_SUBMIT:
-		return tc_ioctl_submit(tf, uarg);
+		return tencache_ioctl_submit(tf, uarg);
 	case TENCACHE_REAP:
-		return tc_ioctl_reap(tf, uarg);
+		return tencache_ioctl_reap(tf, uarg);
 	default:
 		return -ENOTTY;
 	}

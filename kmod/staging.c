@@ -323,7 +323,7 @@ static void tc_req_issue(struct tc_req *req)
 		tc_req_start(req);
 }
 
-long tc_ioctl_submit(struct tc_file *tf, void __user *uarg)
+long tencache_ioctl_submit(struct tc_file *tf, void __user *uarg)
 {
 	struct tencache_submit sub;
 	struct tencache_io io;
@@ -378,7 +378,7 @@ static bool tc_reap_ready(struct tc_file *tf, u32 min_nr)
 	return ready;
 }
 
-long tc_ioctl_reap(struct tc_file *tf, void __user *uarg)
+long tencache_ioctl_reap(struct tc_file *tf, void __user *uarg)
 {
 	struct tencache_reap rp;
 	struct tencache_cqe cqe;
