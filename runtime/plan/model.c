@@ -404,7 +404,7 @@ int tc_model_trace(const struct tc_model *m, const struct tc_gen_cfg *g, struct 
 		acc(&G, act[l], TC_PHASE_BWD, TC_ACC_READ | TC_ACC_END, flops_ns(g, 3 * layer_flops));
 	}
 	/* embedding (and positions) gradient; the tied head's grad is accumulated here */
-	acc(&G, G.p[op0].grad, TC_PHASE_BWD, m->tied ? TC_ACC_WRITE : TC_ACC_WRITE, 0);
+	acc(&G, G.p[op0].grad, TC_PHASE_BWD, TC_ACC_WRITE, 0);
 	if (m->arch == TC_ARCH_OPT)
 		acc(&G, G.p[op0 + 1].grad, TC_PHASE_BWD, TC_ACC_WRITE, 0);
 	acc(&G, act[0], TC_PHASE_BWD, TC_ACC_READ | TC_ACC_END, flops_ns(g, tokens * m->hidden * 4));

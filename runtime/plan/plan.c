@@ -221,7 +221,7 @@ static int cache_step(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 			if (q->f & RQ_WRITE)
 				s->dirty[t] = 1;
 			/* max: a copy slot can sit inside a host op holding t */
-			if (q->end > s->last[t] || !s->resident[t])
+			if (q->end > s->last[t])
 				s->last[t] = q->end;
 			s->lru[t] = r;
 		} else if (q->f & RQ_FLUSH) {

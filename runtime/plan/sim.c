@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <stdio.h>
 
 #include "plan/plan.h"
 
@@ -181,16 +180,6 @@ int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 
 				if (last && st - now > wait_max)
 					wait_max = st - now;
-				if (getenv("TC_SIM_DEBUG") && last && st - now > 1000000) {
-					fprintf(stderr, "acc %u..%u waits %.2f ms:", opstart, i, (st - now) / 1e6);
-					for (uint32_t q = opstart; q <= i; q++)
-						for (uint32_t w = pl->wait_first[q]; w < pl->wait_first[q + 1]; w++) {
-							const struct tc_op *o = &pl->ops[pl->wait_ops[w]];
-							if (op_end[pl->wait_ops[w]] > now)
-								fprintf(stderr, " op%u(%s t%u @%u end+%.2f)", pl->wait_ops[w], tc_op_name(o->kind), o->tensor, o->pos, (op_end[pl->wait_ops[w]] - now) / 1e6);
-						}
-					fprintf(stderr, "\n");
-				}
 				/* the host runs one op ahead of the GPU: what it issues
 				 * at the next access cannot start before this op does */
 				issue = st;
