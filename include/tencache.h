@@ -265,11 +265,103 @@ TENCACHE_API int tencache_gpu_arena_free(struct tencache_gpu_arena *g, void *dpt
 TENCACHE_API struct tencache_arena *tencache_gpu_arena_arena(struct tencache_gpu_arena *g);
 
 /* ---------------------------------------------------------------------------
- * Planner / executor API
+ * Tensor cache: what a trainer uses. Register tensors, then in each step
+ * acquire a tensor before the kernels that use it and release it after. The
+ * first step(s) run on demand while the profiler records the order; then the
+ * planner places every tensor (GPU / pinned / NVMe) and the executor
+ * prefetches so that acquire finds the tensor on the GPU.
  *
- * RESERVED: added later by the planner/executor work (runtime/plan,
- * runtime/exec). The planner is internal for now; nothing is exported here.
+ * An op is the acquires made before the first release that follows them:
+ * their tensors are held together while the op computes. A host op
+ * (TENCACHE_ACQ_HOST, e.g. a CPU optimizer step) gets pinned host pointers.
  */
+struct tencache_cache;
+
+enum tencache_role {
+	TENCACHE_ROLE_PARAM_FP16 = 0,
+	TENCACHE_ROLE_PARAM_BF16,
+	TENCACHE_ROLE_GRAD,
+	TENCACHE_ROLE_MASTER_FP32,
+	TENCACHE_ROLE_OPT_STATE,
+	TENCACHE_ROLE_ACTIVATION,
+};
+
+enum tencache_policy {
+	TENCACHE_POLICY_OURS = 0,	/* Belady/MIN eviction + timed prefetch */
+	TENCACHE_POLICY_LRU,		/* LRU eviction, fetch on demand */
+	TENCACHE_POLICY_ZERO,		/* ZeRO-Infinity-like: release, prefetch bucket */
+	TENCACHE_POLICY_10CACHE,	/* 10Cache: resident prefix + MRU window */
+};
+
+/* tencache_cache_params.flags */
+#define TENCACHE_CACHE_HOST_MODE (1u << 0) /* CPU-only: "GPU" memory is a host
+					    * arena, copies are memcpy, compute
+					    * time comes from the caller */
+#define TENCACHE_CACHE_TIMELINE	(1u << 1) /* record a Perfetto timeline */
+
+struct tencache_cache_params {
+	uint32_t flags;			/* TENCACHE_CACHE_* */
+	uint32_t policy;		/* enum tencache_policy */
+	uint64_t gpu_budget;		/* GPU bytes for cached tensors (required) */
+	uint64_t pinned_budget;		/* 0: every tensor has a pinned home */
+	uint64_t nvme_budget;		/* 0: no NVMe tier */
+	const char *nvme_path;		/* swap file (created, removed at destroy) */
+	uint32_t warmup_steps;		/* profiled steps (0: 1) */
+	uint32_t __pad;
+	double bw[4];			/* H2D, D2H, NVMe read, NVMe write in B/s;
+					 * 0: measured at create (calibration) */
+	const char *table_path;		/* where to keep learnt tables; NULL: none */
+	uint64_t __reserved[8];		/* must be 0 */
+};
+
+/* tencache_acquire flags */
+#define TENCACHE_ACQ_READ	(1u << 0)	/* the kernels read the value */
+#define TENCACHE_ACQ_WRITE	(1u << 1)	/* they write it (WRITE alone: overwrite) */
+#define TENCACHE_ACQ_HOST	(1u << 2)	/* a host op: pinned pointer, no stream */
+
+struct tencache_cache_stats {
+	uint64_t steps;			/* completed steps */
+	uint64_t planned_steps;		/* of which ran from a plan */
+	uint64_t reprofiles;		/* order changes detected */
+	uint64_t acquires, hits;	/* GPU acquires; found resident and ready */
+	uint64_t stall_ns;		/* host time acquire waited, all steps */
+	uint64_t last_step_ns;		/* wall time of the last step */
+	uint64_t last_stall_ns;		/* acquire waits in the last step */
+	uint64_t last_acquires, last_hits;
+	uint64_t link_bytes[4];		/* H2D, D2H, NVMe read, NVMe write */
+	uint64_t late_prefetches;	/* prefetches not done when acquired */
+	uint64_t gpu_bytes_peak;	/* GPU arena high-water mark */
+	uint64_t decision_ns;		/* CPU time in acquire/release decisions */
+	uint64_t decisions;
+	uint64_t __reserved[6];
+};
+
+TENCACHE_API int tencache_cache_create(struct tencache *tc, struct tencache_cache **cp,
+				       const struct tencache_cache_params *p);
+TENCACHE_API void tencache_cache_destroy(struct tencache_cache *c);
+/* Returns the tensor id (>= 0). Only before the first step begins. */
+TENCACHE_API int tencache_tensor_register(struct tencache_cache *c, uint64_t bytes,
+					  unsigned role);
+/* The tensor's pinned host copy (to initialize or read it outside steps). */
+TENCACHE_API int tencache_tensor_host(struct tencache_cache *c, int id, void **ptr);
+TENCACHE_API int tencache_step_begin(struct tencache_cache *c);
+/* Waits for the step's copies and write-backs. */
+TENCACHE_API int tencache_step_end(struct tencache_cache *c);
+/*
+ * Make tensor id usable by work queued on stream (a CUstream/cudaStream_t;
+ * NULL: the legacy default stream; ignored in host mode) and return its
+ * device pointer; for TENCACHE_ACQ_HOST its pinned host pointer, ready now.
+ */
+TENCACHE_API int tencache_acquire(struct tencache_cache *c, int id, unsigned flags,
+				  void *stream, void **ptr);
+/* The op's kernels are queued on stream (host mode: took compute_ns). */
+TENCACHE_API int tencache_release(struct tencache_cache *c, int id, void *stream,
+				  uint64_t compute_ns);
+/* Write every dirty tensor back to its home (pinned or NVMe) and wait. */
+TENCACHE_API int tencache_cache_flush(struct tencache_cache *c);
+TENCACHE_API int tencache_cache_stats(struct tencache_cache *c, struct tencache_cache_stats *st);
+/* Chrome trace-event JSON (opens in Perfetto) of what was recorded. */
+TENCACHE_API int tencache_cache_timeline(struct tencache_cache *c, const char *path);
 
 #ifdef __cplusplus
 }
