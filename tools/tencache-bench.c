@@ -76,7 +76,8 @@ static int usage(void)
 	fprintf(stderr,
 		"usage: tencache-bench io [-f FILE] [-s MiB] [-q QD] [-b KiB] [-o RESULTS]\n"
 		"       tencache-bench pin [-g GiB[,GiB...]] [-o RESULTS]\n"
-		"       tencache-bench copy [-o RESULTS]\n");
+		"       tencache-bench copy [-o RESULTS]\n"
+		"       tencache-bench replay [--help]\n");
 	return 2;
 }
 
@@ -374,6 +375,8 @@ static int cmd_copy(int argc, char **argv)
 	return 1;
 }
 
+int bench_replay(int argc, char **argv);	/* replay.c */
+
 int main(int argc, char **argv)
 {
 	int ret;
@@ -386,6 +389,8 @@ int main(int argc, char **argv)
 		ret = cmd_pin(argc - 1, argv + 1);
 	else if (!strcmp(argv[1], "copy"))
 		ret = cmd_copy(argc - 1, argv + 1);
+	else if (!strcmp(argv[1], "replay"))
+		ret = bench_replay(argc - 1, argv + 1);
 	else
 		return usage();
 	if (out)
