@@ -176,8 +176,11 @@ int tc_prefault(void *addr, uint64_t len)
 	uint64_t per;
 	int ret = 0;
 
-	/* One thread per 256 MiB, at most one per CPU: page zeroing is the cost. */
-	n = len / (256ULL << 20);
+	/*
+	 * One thread per 32 MiB, at most one per CPU: page zeroing (and, in a
+	 * VM, the host's first touch) is the cost, and it scales with threads.
+	 */
+	n = len / (32ULL << 20);
 	if (n > (unsigned)(ncpu > 0 ? ncpu : 1))
 		n = ncpu > 0 ? ncpu : 1;
 	if (n > MAX_THREADS)

@@ -41,24 +41,64 @@ static int pool_node(struct tencache *tc)
 	return node;
 }
 
-static int pool_register(struct tencache_pool *pool)
-{
-	unsigned i;
-	int ret = 0;
+/*
+ * Segments are registered by up to REG_THREADS threads at once: one
+ * cuMemHostRegister pins (and maps for the GPU) a whole segment. On the H200
+ * machine this took 32 GiB from 1.5-1.9 s (one thread) to 0.6 s.
+ */
+#define REG_THREADS	8
 
-	pthread_mutex_lock(&pool->lock);
-	for (i = 0; i < pool->nr_segs && !ret; i++) {
+struct reg_job {
+	struct tencache_pool *pool;
+	unsigned next;		/* next segment to take (atomic) */
+	int err;		/* first error (atomic) */
+};
+
+static void *reg_thread(void *arg)
+{
+	struct reg_job *j = arg;
+	struct tencache_pool *pool = j->pool;
+	unsigned i;
+	int ret, zero;
+
+	while ((i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < pool->nr_segs) {
 		struct tc_segment *s = &pool->segs[i];
 
 		if (s->cuda_reg)
 			continue;
 		ret = tc_cuda_host_register(pool->tc, s->addr, s->len);
-		if (!ret)
+		if (!ret) {
 			s->cuda_reg = 1;
+			continue;
+		}
+		zero = 0;
+		__atomic_compare_exchange_n(&j->err, &zero, ret, 0, __ATOMIC_RELAXED,
+					    __ATOMIC_RELAXED);
 	}
-	pool->cuda_registered = !ret;
+	return NULL;
+}
+
+static int pool_register(struct tencache_pool *pool)
+{
+	struct reg_job job = { .pool = pool, .next = 0, .err = 0 };
+	pthread_t tids[REG_THREADS];
+	unsigned i, todo = 0, n, started = 0;
+
+	pthread_mutex_lock(&pool->lock);
+	for (i = 0; i < pool->nr_segs; i++)
+		todo += !pool->segs[i].cuda_reg;
+	n = todo < REG_THREADS ? todo : REG_THREADS;
+	for (i = 1; i < n; i++) {
+		if (pthread_create(&tids[started], NULL, reg_thread, &job))
+			break;	/* the threads we have do the rest */
+		started++;
+	}
+	reg_thread(&job);
+	for (i = 0; i < started; i++)
+		pthread_join(tids[i], NULL);
+	pool->cuda_registered = !job.err;
 	pthread_mutex_unlock(&pool->lock);
-	return ret;
+	return job.err;
 }
 
 TENCACHE_API int tencache_pool_create(struct tencache *tc, struct tencache_pool **poolp,
