@@ -66,9 +66,9 @@ struct tencache_params {
 	int32_t numa_node;		/* with TENCACHE_F_NUMA_NODE; else the GPU's */
 	int32_t gpu;			/* CUDA device ordinal (default 0) */
 	uint64_t segment_size;		/* pool segment; 0: 1 GiB */
-	uint32_t queue_depth;		/* staging requests in flight; 0: 32 */
+	uint32_t queue_depth;		/* staging requests in flight; 0: 16 */
 	uint32_t io_size;		/* staging request size; 0: 1 MiB */
-	uint64_t copy_chunk;		/* copies are split into these; 0: 8 MiB */
+	uint64_t copy_chunk;		/* copies are split into these; 0: 64 MiB */
 	const char *dev_path;		/* NULL: /dev/tencache */
 	uint64_t __reserved[8];		/* must be 0 */
 };
