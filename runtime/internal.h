@@ -18,7 +18,7 @@
  * disk is virtio-blk, not NVMe: re-measure there). Staging: 1 MiB requests
  * beat 256 KiB and 4 MiB at every depth but 128; at 1 MiB, QD16 was within
  * 8% of the best read and write in both runs, and QD64-128 lost up to 40%.
- * Copies: pieces below 64 MiB cost bandwidth (8 MiB -1.5%, 1 MiB -12%), and
+ * Copies: pieces below 64 MiB cost bandwidth (8 MiB -1.7%, 1 MiB -12%), and
  * splitting did not help H2D/D2H overlap (3 copy engines); 64 MiB is within
  * 0.2% of whole copies and still lets other streams' copies interleave.
  */

@@ -44,7 +44,8 @@ static int pool_node(struct tencache *tc)
 /*
  * Segments are registered by up to REG_THREADS threads at once: one
  * cuMemHostRegister pins (and maps for the GPU) a whole segment. On the H200
- * machine this took 32 GiB from 1.5-1.9 s (one thread) to 0.6 s.
+ * machine, 8 threads registered 32 GiB in 1.15-1.37 s (cold memory) where one
+ * thread had taken 1.48-1.88 s; no gain at 8 GiB (results/h200-runtime.md).
  */
 #define REG_THREADS	8
 
