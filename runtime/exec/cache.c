@@ -1,0 +1,1127 @@
+/*
+ * cache.c - the tensor cache: the trainer API of tencache.h over the
+ * profiler (warm-up steps run on demand while the order is recorded), the
+ * planner (runtime/plan) and the executor that walks the plan's tables.
+ *
+ * Tiers: "GPU" (the device region, an arena over it), pinned (a pool) and
+ * NVMe (a swap file, with the staging backend). Each tensor keeps the set of
+ * tiers that hold its newest value (valid) and where its space is.
+ *
+ * Planned mode: at acquire i the ops of access i are issued. Copies go on
+ * the H2D / D2H streams after waiting for their dependencies; NVMe staging
+ * runs on a worker thread; frees (DROP/PDROP) are deferred until what used
+ * the space is done. An acquire makes the caller's stream wait for the
+ * copies that made the value valid (the plan's wait lists). An access that
+ * does not match the learnt order ends planned mode for the step: the cache
+ * quiesces, counts a re-profile, and the next steps are profiled again.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "exec/dev.h"
+#include "exec/exec.h"
+
+static int ev_is_dev(const struct tc_xev *e)
+{
+	return e->dev != NULL;
+}
+
+/* ---- memory: GPU arena, pinned pool, NVMe swap ------------------------- */
+
+static void *gptr(struct tencache_cache *c, int64_t off)
+{
+	return (char *)c->dev->base + off;
+}
+
+static void *pptr(struct tencache_cache *c, int64_t off)
+{
+	return (char *)c->pbase + off;
+}
+
+static int complete_one_free(struct tencache_cache *c, int gpu);
+static int poll_frees(struct tencache_cache *c);
+
+static int galloc(struct tencache_cache *c, struct tc_tstate *t);
+
+int tc_exec_galloc(struct tencache_cache *c, uint32_t id)
+{
+	return galloc(c, &c->t[id]);
+}
+
+/*
+ * Space in the GPU arena. Planned mode never waits here: the plan's
+ * allocation sequence was replayed on this arena before it was accepted
+ * (setup.c), and space freed by DROP is reused in the same order.
+ */
+static int galloc(struct tencache_cache *c, struct tc_tstate *t)
+{
+	uint64_t off;
+	int ret;
+
+	if (t->goff >= 0)
+		return 0;
+	ret = tencache_arena_alloc(c->garena, t->bytes, &off);
+	if (ret) {
+		struct tencache_arena_stats as = { 0 };
+
+		tencache_arena_stats(c->garena, &as);
+		tc_err(c->tc, "cache: no GPU space for %llu bytes at access %u (budget %llu, in use %llu, largest free %llu)",
+		       (unsigned long long)t->bytes, c->pos, (unsigned long long)c->p.gpu_budget,
+		       (unsigned long long)as.used, (unsigned long long)as.largest_free);
+		return ret;
+	}
+	t->goff = off;
+	return 0;
+}
+
+/* GPU space freed by DROP at issue: a copy into it waits for its last users. */
+static int gfreed_push(struct tencache_cache *c, uint64_t off, uint64_t len,
+		       const int32_t *deps, uint32_t nr_deps)
+{
+	if (c->nr_gfreed == c->cap_gfreed) {
+		uint32_t ncap = c->cap_gfreed ? 2 * c->cap_gfreed : 256;
+		struct tc_gfreed *n = realloc(c->gfreed, ncap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		c->gfreed = n;
+		c->cap_gfreed = ncap;
+	}
+	c->gfreed[c->nr_gfreed++] = (struct tc_gfreed){ off, len, deps, nr_deps };
+	return 0;
+}
+
+static struct tc_xev *dep_ev(struct tencache_cache *c, int32_t d);
+static int xev_stream_wait(struct tencache_cache *c, void *s, struct tc_xev *e);
+static int xev_done(struct tencache_cache *c, struct tc_xev *e);
+
+/* Stream s waits for the last users of every freed range [off, off+len) overlaps. */
+static int gfreed_wait(struct tencache_cache *c, void *s, uint64_t off, uint64_t len)
+{
+	for (uint32_t i = 0; i < c->nr_gfreed; i++) {
+		struct tc_gfreed *g = &c->gfreed[i];
+
+		if (g->off >= off + len || off >= g->off + g->len)
+			continue;
+		for (uint32_t k = 0; k < g->nr_deps; k++) {
+			int ret = xev_stream_wait(c, s, dep_ev(c, g->deps[k]));
+
+			if (ret)
+				return ret;
+		}
+	}
+	return 0;
+}
+
+/* Forget freed ranges whose last users are done. */
+static void gfreed_poll(struct tencache_cache *c)
+{
+	uint32_t j = 0;
+
+	for (uint32_t i = 0; i < c->nr_gfreed; i++) {
+		struct tc_gfreed *g = &c->gfreed[i];
+		uint32_t k;
+
+		for (k = 0; k < g->nr_deps; k++)
+			if (xev_done(c, dep_ev(c, g->deps[k])) != 1)
+				break;
+		if (k < g->nr_deps)
+			c->gfreed[j++] = *g;
+	}
+	c->nr_gfreed = j;
+}
+
+static int od_make_room_pinned(struct tencache_cache *c, uint64_t bytes);
+
+static int palloc(struct tencache_cache *c, struct tc_tstate *t)
+{
+	void *ptr;
+	int ret;
+
+	if (t->poff >= 0)
+		return 0;
+	for (;;) {
+		ret = tencache_pool_alloc(c->pool, t->bytes, &ptr);
+		if (ret != -ENOMEM)
+			break;
+		ret = complete_one_free(c, 0);
+		if (ret == -ENOENT && !c->planned && c->swap)
+			ret = od_make_room_pinned(c, t->bytes);
+		if (ret == -ENOENT) {
+			ret = -ENOMEM;
+			break;
+		}
+		if (ret)
+			return ret;
+	}
+	if (ret) {
+		tc_err(c->tc, "cache: no pinned space for %llu bytes",
+		       (unsigned long long)t->bytes);
+		return ret;
+	}
+	t->poff = (char *)ptr - c->pbase;
+	return 0;
+}
+
+static int pfree(struct tencache_cache *c, int64_t off)
+{
+	return tencache_pool_free(c->pool, c->pbase + off);
+}
+
+/* ---- events ---------------------------------------------------------- */
+
+/* Host waits for the latest instance of e. */
+static int xev_sync(struct tencache_cache *c, struct tc_xev *e)
+{
+	if (ev_is_dev(e))
+		return c->dev->ops->sync(c->dev, e->dev);
+	if (e->pending)
+		return tc_exec_complete_deferred(c, e);
+	tc_hev_wait(c->dev, &e->h, tc_hev_latest(c->dev, &e->h));
+	return 0;
+}
+
+/* Stream s waits for the latest instance of e. */
+static int xev_stream_wait(struct tencache_cache *c, void *s, struct tc_xev *e)
+{
+	int ret;
+
+	if (ev_is_dev(e))
+		return c->dev->ops->stream_wait(c->dev, s, e->dev);
+	if (e->pending) {
+		ret = tc_exec_complete_deferred(c, e);
+		if (ret)
+			return ret;
+	}
+	return c->dev->ops->stream_wait_host(c->dev, s, &e->h,
+					     tc_hev_latest(c->dev, &e->h));
+}
+
+static int xev_done(struct tencache_cache *c, struct tc_xev *e)
+{
+	if (ev_is_dev(e))
+		return c->dev->ops->query(c->dev, e->dev);
+	if (e->pending)
+		return 0;
+	return tc_hev_done(c->dev, &e->h);
+}
+
+/* Signal a host event now (an op with nothing to wait for). */
+static void xev_signal_now(struct tencache_cache *c, struct tc_xev *e)
+{
+	tc_hev_signal(c->dev, &e->h, tc_hev_arm(c->dev, &e->h));
+}
+
+/* The event of a dependency: op index >= 0, or the compute of access -(d+1). */
+static struct tc_xev *dep_ev(struct tencache_cache *c, int32_t d)
+{
+	return d >= 0 ? &c->opev[d] : &c->accev[-(d + 1)];
+}
+
+/* ---- deferred frees (DROP / PDROP) ------------------------------------ */
+
+/* Done when every dependency is: then free the space and signal. */
+int tc_exec_complete_deferred(struct tencache_cache *c, struct tc_xev *e)
+{
+	struct tc_pfree *f = e->pending;
+	uint32_t k;
+	int ret;
+
+	if (!f)
+		return 0;
+	for (k = 0; k < f->nr_deps; k++) {
+		ret = xev_sync(c, dep_ev(c, f->deps[k]));
+		if (ret)
+			return ret;
+	}
+	ret = f->gpu ? tencache_arena_free(c->garena, f->off) : pfree(c, f->off);
+	e->pending = NULL;
+	f->done = 1;
+	xev_signal_now(c, e);
+	return ret;
+}
+
+/* Complete the oldest deferred free of a tier; -ENOENT if there is none. */
+static int complete_one_free(struct tencache_cache *c, int gpu)
+{
+	for (uint32_t i = 0; i < c->nr_frees; i++) {
+		struct tc_pfree *f = &c->frees[(c->free_head + i) % c->cap_frees];
+
+		if (!f->done && f->gpu == gpu)
+			return tc_exec_complete_deferred(c, f->ev);
+	}
+	return -ENOENT;
+}
+
+/* Complete deferred frees whose dependencies are done; drop finished ones. */
+static int poll_frees(struct tencache_cache *c)
+{
+	for (uint32_t i = 0; i < c->nr_frees; i++) {
+		struct tc_pfree *f = &c->frees[(c->free_head + i) % c->cap_frees];
+		uint32_t k;
+		int ret;
+
+		if (f->done)
+			continue;
+		for (k = 0; k < f->nr_deps; k++)
+			if (xev_done(c, dep_ev(c, f->deps[k])) != 1)
+				break;
+		if (k == f->nr_deps) {
+			ret = tc_exec_complete_deferred(c, f->ev);
+			if (ret)
+				return ret;
+		}
+	}
+	while (c->nr_frees && c->frees[c->free_head].done) {
+		c->free_head = (c->free_head + 1) % c->cap_frees;
+		c->nr_frees--;
+	}
+	return 0;
+}
+
+static int defer_free(struct tencache_cache *c, struct tc_xev *e, int gpu, uint64_t off,
+		      const int32_t *deps, uint32_t nr_deps)
+{
+	struct tc_pfree *f;
+	int ret;
+
+	if (e->pending) {	/* the previous instance must be complete */
+		ret = tc_exec_complete_deferred(c, e);
+		if (ret)
+			return ret;
+	}
+	if (c->nr_frees == c->cap_frees) {
+		ret = poll_frees(c);
+		if (ret)
+			return ret;
+		if (c->nr_frees == c->cap_frees) {
+			ret = tc_exec_complete_deferred(c,
+				c->frees[c->free_head].ev);
+			if (ret)
+				return ret;
+			ret = poll_frees(c);
+			if (ret)
+				return ret;
+		}
+	}
+	f = &c->frees[(c->free_head + c->nr_frees++) % c->cap_frees];
+	*f = (struct tc_pfree){ .ev = e, .gpu = gpu, .off = off, .deps = deps,
+				.nr_deps = nr_deps };
+	tc_hev_arm(c->dev, &e->h);
+	e->pending = f;
+	return 0;
+}
+
+/* ---- staging worker (NVMe) -------------------------------------------- */
+
+struct tc_sjob {
+	struct tc_xev *ev;
+	uint64_t inst;
+	int write;
+	void *buf;
+	uint64_t len, off;
+	const int32_t *deps;
+	uint32_t nr_deps;
+	struct tc_sjob *next;
+	uint64_t t0, t1;	/* timeline */
+	uint32_t tensor;
+};
+
+void *tc_exec_stage_main(void *arg)
+{
+	struct tencache_cache *c = arg;
+	struct tc_sjob *j;
+
+	for (;;) {
+		pthread_mutex_lock(&c->slock);
+		while (!c->shead && !c->sexit)
+			pthread_cond_wait(&c->scond, &c->slock);
+		if (!c->shead) {
+			pthread_mutex_unlock(&c->slock);
+			return NULL;
+		}
+		j = c->shead;
+		c->shead = j->next;
+		if (!c->shead) {
+			c->stail = NULL;
+			pthread_cond_broadcast(&c->scond);	/* quiesce waits for empty */
+		}
+		pthread_mutex_unlock(&c->slock);
+
+		/* dependencies: device events are waited for here, host ones too */
+		for (uint32_t k = 0; k < j->nr_deps; k++) {
+			struct tc_xev *e = dep_ev(c, j->deps[k]);
+
+			if (ev_is_dev(e))
+				c->dev->ops->sync(c->dev, e->dev);
+			else
+				tc_hev_wait(c->dev, &e->h, tc_hev_latest(c->dev, &e->h));
+		}
+		j->t0 = tc_now_ns();
+		{
+			struct tencache_stage_cqe cqe;
+			int ret = j->write ?
+				tencache_stage_write(c->stage, c->nvme_fd, j->buf, j->len, j->off, 0, 0) :
+				tencache_stage_read(c->stage, c->nvme_fd, j->buf, j->len, j->off, 0, 0);
+
+			if (!ret)
+				ret = tencache_stage_submit(c->stage);
+			while (ret >= 0) {
+				ret = tencache_stage_wait(c->stage, 1, &cqe, 1, 0);
+				if (ret == 1) {
+					if (cqe.res < 0)
+						ret = (int)cqe.res;
+					break;
+				}
+			}
+			if (ret < 0) {
+				tc_err(c->tc, "cache: NVMe %s of %llu bytes at %llu failed: %s",
+				       j->write ? "write" : "read", (unsigned long long)j->len,
+				       (unsigned long long)j->off, strerror(-ret));
+				__atomic_store_n(&c->stage_err, ret, __ATOMIC_RELEASE);
+			}
+		}
+		j->t1 = tc_now_ns();
+		__atomic_add_fetch(&c->st.link_bytes[j->write ? 3 : 2], j->len, __ATOMIC_RELAXED);
+		tc_exec_timeline_add(c, j->write ? TC_TL_NVME_WR : TC_TL_NVME_RD, j->tensor,
+				     j->t0, j->t1);
+		tc_hev_signal(c->dev, &j->ev->h, j->inst);
+		free(j);
+	}
+}
+
+static int stage_push(struct tencache_cache *c, struct tc_xev *e, int write,
+		      struct tc_tstate *t, uint32_t tensor, const int32_t *deps,
+		      uint32_t nr_deps)
+{
+	struct tc_sjob *j = calloc(1, sizeof(*j));
+
+	if (!j)
+		return -ENOMEM;
+	*j = (struct tc_sjob){ .ev = e, .write = write, .buf = pptr(c, t->poff),
+			       .len = t->bytes, .off = t->noff, .deps = deps,
+			       .nr_deps = nr_deps, .tensor = tensor };
+	j->inst = tc_hev_arm(c->dev, &e->h);
+	pthread_mutex_lock(&c->slock);
+	if (c->stail)
+		c->stail->next = j;
+	else
+		c->shead = j;
+	c->stail = j;
+	pthread_cond_broadcast(&c->scond);
+	pthread_mutex_unlock(&c->slock);
+	return 0;
+}
+
+/* ---- copies ------------------------------------------------------------ */
+
+static int copy_h2d(struct tencache_cache *c, struct tc_tstate *t, uint32_t id,
+		    struct tc_xev *done)
+{
+	int ret = tc_exec_timeline_mark(c, c->h2d, TC_TL_H2D, id, 0);
+
+	ret = ret ?: c->dev->ops->copy(c->dev, c->h2d, TENCACHE_COPY_H2D, gptr(c, t->goff),
+				       pptr(c, t->poff), t->bytes);
+	ret = ret ?: tc_exec_timeline_mark(c, c->h2d, TC_TL_H2D, id, 1);
+	if (!ret)
+		ret = c->dev->ops->record(c->dev, done->dev, c->h2d);
+	c->st.link_bytes[0] += t->bytes;
+	return ret;
+}
+
+static int copy_d2h(struct tencache_cache *c, struct tc_tstate *t, uint32_t id,
+		    struct tc_xev *done)
+{
+	int ret = tc_exec_timeline_mark(c, c->d2h, TC_TL_D2H, id, 0);
+
+	ret = ret ?: c->dev->ops->copy(c->dev, c->d2h, TENCACHE_COPY_D2H, pptr(c, t->poff),
+				       gptr(c, t->goff), t->bytes);
+	ret = ret ?: tc_exec_timeline_mark(c, c->d2h, TC_TL_D2H, id, 1);
+	if (!ret)
+		ret = c->dev->ops->record(c->dev, done->dev, c->d2h);
+	c->st.link_bytes[1] += t->bytes;
+	return ret;
+}
+
+/* ---- planned mode: issue the ops of access i -------------------------- */
+
+static int wait_deps(struct tencache_cache *c, void *s, const struct tc_op *op)
+{
+	for (uint32_t d = 0; d < op->nr_deps; d++) {
+		int ret = xev_stream_wait(c, s, dep_ev(c, c->plan.deps[op->dep_first + d]));
+
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static int issue_op(struct tencache_cache *c, uint32_t k)
+{
+	const struct tc_op *op = &c->plan.ops[k];
+	struct tc_tstate *t = &c->t[op->tensor];
+	struct tc_xev *e = &c->opev[k];
+	const int32_t *deps = c->plan.deps + op->dep_first;
+	int ret = 0;
+
+	switch (op->kind) {
+	case TC_OP_FETCH:
+		ret = galloc(c, t);
+		ret = ret ?: gfreed_wait(c, c->h2d, t->goff, t->bytes);
+		ret = ret ?: wait_deps(c, c->h2d, op);
+		ret = ret ?: copy_h2d(c, t, op->tensor, e);
+		t->valid |= TC_V_GPU;
+		break;
+	case TC_OP_ALLOC:
+		/* the op that overwrites it waits for this event */
+		ret = galloc(c, t);
+		ret = ret ?: gfreed_wait(c, c->h2d, t->goff, t->bytes);
+		ret = ret ?: c->dev->ops->record(c->dev, e->dev, c->h2d);
+		break;
+	case TC_OP_WRITEBACK:
+		ret = wait_deps(c, c->d2h, op);
+		ret = ret ?: copy_d2h(c, t, op->tensor, e);
+		t->valid |= TC_V_PINNED;
+		break;
+	case TC_OP_DROP:
+		if (t->goff >= 0) {
+			ret = tencache_arena_free(c->garena, t->goff);
+			ret = ret ?: gfreed_push(c, t->goff, t->bytes, deps, op->nr_deps);
+		}
+		xev_signal_now(c, e);
+		t->goff = -1;
+		t->valid &= ~TC_V_GPU;
+		break;
+	case TC_OP_STAGE_IN:
+		ret = palloc(c, t);
+		ret = ret ?: stage_push(c, e, 0, t, op->tensor, deps, op->nr_deps);
+		t->valid |= TC_V_PINNED;
+		break;
+	case TC_OP_PALLOC:
+		ret = palloc(c, t);
+		xev_signal_now(c, e);
+		break;
+	case TC_OP_STAGE_OUT:
+		ret = stage_push(c, e, 1, t, op->tensor, deps, op->nr_deps);
+		t->valid |= TC_V_NVME;
+		break;
+	case TC_OP_PDROP:
+		if (t->poff >= 0 && !t->pinned_home)
+			ret = defer_free(c, e, 0, t->poff, deps, op->nr_deps);
+		else
+			xev_signal_now(c, e);
+		if (!t->pinned_home) {
+			t->poff = -1;
+			t->valid &= ~TC_V_PINNED;
+		}
+		break;
+	default:
+		ret = -EINVAL;
+	}
+	return ret;
+}
+
+/* ---- on-demand mode (profiling, and after an order change) ------------ */
+
+static int od_make_room_gpu(struct tencache_cache *c, uint64_t bytes);
+
+/* Bring t's newest value into pinned memory, synchronously. */
+static int od_to_pinned(struct tencache_cache *c, uint32_t id)
+{
+	struct tc_tstate *t = &c->t[id];
+	int ret;
+
+	if (t->valid & TC_V_PINNED)
+		return 0;
+	if (t->valid & TC_V_GPU) {
+		ret = palloc(c, t);
+		if (ret)
+			return ret;
+		ret = copy_d2h(c, t, id, &t->ready);
+		ret = ret ?: xev_sync(c, &t->ready);
+		t->valid |= TC_V_PINNED;
+		return ret;
+	}
+	if (t->valid & TC_V_NVME) {
+		ret = palloc(c, t);
+		ret = ret ?: tc_exec_stage_sync(c, id, 0);
+		if (!ret)
+			t->valid |= TC_V_PINNED;
+		return ret;
+	}
+	/* never written: zero-filled */
+	ret = palloc(c, t);
+	if (!ret) {
+		memset(pptr(c, t->poff), 0, t->bytes);
+		t->valid |= TC_V_PINNED;
+	}
+	return ret;
+}
+
+/* Evict least recently used GPU tensors not held until bytes fit. */
+static int od_make_room_gpu(struct tencache_cache *c, uint64_t bytes)
+{
+	struct tencache_arena_stats st;
+
+	for (;;) {
+		uint32_t victim = UINT32_MAX;
+		uint64_t best = UINT64_MAX;
+		int ret;
+
+		if (tencache_arena_stats(c->garena, &st))
+			return -EIO;
+		if (st.largest_free >= bytes && st.used + bytes <= c->p.gpu_budget)
+			return 0;
+		for (uint32_t i = 0; i < c->nr; i++)
+			if (c->t[i].goff >= 0 && !c->t[i].held && c->t[i].lru < best) {
+				best = c->t[i].lru;
+				victim = i;
+			}
+		if (victim == UINT32_MAX)
+			return 0;	/* let galloc report it */
+		if (c->t[victim].valid == TC_V_GPU) {
+			ret = od_to_pinned(c, victim);
+			if (ret)
+				return ret;
+		}
+		/* the copy or kernels that used it must be done */
+		ret = xev_sync(c, &c->t[victim].ready);
+		if (ret)
+			return ret;
+		ret = tencache_arena_free(c->garena, c->t[victim].goff);
+		if (ret)
+			return ret;
+		c->t[victim].goff = -1;
+		c->t[victim].valid &= ~TC_V_GPU;
+	}
+}
+
+/* Synchronous NVMe transfer of a tensor between its pinned space and swap. */
+int tc_exec_stage_sync(struct tencache_cache *c, uint32_t id, int write)
+{
+	struct tc_tstate *t = &c->t[id];
+	struct tencache_stage_cqe cqe;
+	uint64_t off;
+	int ret;
+
+	if (t->noff < 0) {
+		ret = tencache_swap_alloc(c->swap, t->bytes, &off);
+		if (ret) {
+			tc_err(c->tc, "cache: NVMe swap full (%llu bytes wanted)",
+			       (unsigned long long)t->bytes);
+			return ret;
+		}
+		t->noff = off;
+	}
+	ret = write ? tencache_stage_write(c->stage, c->nvme_fd, pptr(c, t->poff), t->bytes,
+					   t->noff, 0, 0)
+		    : tencache_stage_read(c->stage, c->nvme_fd, pptr(c, t->poff), t->bytes,
+					  t->noff, 0, 0);
+	ret = ret ?: tencache_stage_submit(c->stage);
+	if (ret < 0)
+		return ret;
+	ret = tencache_stage_wait(c->stage, 1, &cqe, 1, 0);
+	if (ret != 1)
+		return ret < 0 ? ret : -EIO;
+	if (cqe.res < 0)
+		return (int)cqe.res;
+	c->st.link_bytes[write ? 3 : 2] += t->bytes;
+	return 0;
+}
+
+/* Synchronous copy of a tensor between its GPU and pinned spaces. */
+int tc_exec_copy_sync(struct tencache_cache *c, uint32_t id, int dir)
+{
+	struct tc_tstate *t = &c->t[id];
+	int ret = dir == TENCACHE_COPY_H2D ? copy_h2d(c, t, id, &t->ready)
+					   : copy_d2h(c, t, id, &t->ready);
+
+	return ret ?: xev_sync(c, &t->ready);
+}
+
+int tc_exec_od_to_pinned(struct tencache_cache *c, uint32_t id)
+{
+	return od_to_pinned(c, id);
+}
+
+/* On demand with an NVMe tier: push least recently used pinned tensors out. */
+static int od_make_room_pinned(struct tencache_cache *c, uint64_t bytes)
+{
+	uint32_t victim = UINT32_MAX;
+	uint64_t best = UINT64_MAX;
+	int ret;
+
+	for (uint32_t i = 0; i < c->nr; i++) {
+		struct tc_tstate *t = &c->t[i];
+
+		if (t->poff >= 0 && !t->held && !t->pinned_home && t->bytes >= bytes / 4 &&
+		    t->lru < best) {
+			best = t->lru;
+			victim = i;
+		}
+	}
+	if (victim == UINT32_MAX)
+		return -ENOENT;
+	if (c->t[victim].valid == TC_V_PINNED) {
+		ret = tc_exec_stage_sync(c, victim, 1);
+		if (ret)
+			return ret;
+		c->t[victim].valid |= TC_V_NVME;
+	}
+	/* a pending H2D from it must be done before its space is reused */
+	ret = xev_sync(c, &c->t[victim].ready);
+	ret = ret ?: pfree(c, c->t[victim].poff);
+	c->t[victim].poff = -1;
+	c->t[victim].valid &= ~TC_V_PINNED;
+	return ret;
+}
+
+static int od_acquire(struct tencache_cache *c, uint32_t id, unsigned flags, void *s,
+		      int *hit)
+{
+	struct tc_tstate *t = &c->t[id];
+	int ret;
+
+	*hit = 0;
+	if (flags & TENCACHE_ACQ_HOST) {
+		ret = od_to_pinned(c, id);
+		if (ret)
+			return ret;
+		if (flags & TENCACHE_ACQ_WRITE)
+			t->valid = TC_V_PINNED;	/* the host rewrites it */
+		return 0;
+	}
+	if (t->valid & TC_V_GPU) {
+		*hit = 1;
+	} else if (!t->valid && (flags & TENCACHE_ACQ_WRITE) && !(flags & TENCACHE_ACQ_READ)) {
+		ret = od_make_room_gpu(c, t->bytes);
+		ret = ret ?: galloc(c, t);
+		if (ret)
+			return ret;
+	} else {
+		ret = od_to_pinned(c, id);
+		ret = ret ?: od_make_room_gpu(c, t->bytes);
+		ret = ret ?: galloc(c, t);
+		ret = ret ?: copy_h2d(c, t, id, &t->ready);
+		if (ret)
+			return ret;
+	}
+	ret = xev_stream_wait(c, s, &t->ready);
+	if (ret)
+		return ret;
+	if (flags & TENCACHE_ACQ_WRITE)
+		t->valid = TC_V_GPU;
+	else
+		t->valid |= TC_V_GPU;
+	return 0;
+}
+
+/* ---- quiesce: every copy done, every deferred free made ----------------- */
+
+int tc_exec_quiesce(struct tencache_cache *c)
+{
+	int ret = 0;
+
+	if (c->cstream_used && !c->host_mode)
+		ret = c->dev->ops->stream_sync(c->dev, c->cstream_last);
+	ret = ret ?: c->dev->ops->stream_sync(c->dev, c->h2d);
+	ret = ret ?: c->dev->ops->stream_sync(c->dev, c->d2h);
+	pthread_mutex_lock(&c->slock);
+	while (c->shead)
+		pthread_cond_wait(&c->scond, &c->slock);
+	pthread_mutex_unlock(&c->slock);
+	/* the worker signals after each job: wait for the last one too */
+	for (uint32_t k = 0; k < c->plan.nr_ops && c->planned; k++)
+		if (!ev_is_dev(&c->opev[k]) && !c->opev[k].pending)
+			tc_hev_wait(c->dev, &c->opev[k].h, tc_hev_latest(c->dev, &c->opev[k].h));
+	while (!ret && c->nr_frees) {
+		ret = complete_one_free(c, 1);
+		if (ret == -ENOENT)
+			ret = complete_one_free(c, 0);
+		if (ret == -ENOENT)
+			ret = 0;
+		ret = ret ?: poll_frees(c);
+		if (!ret && c->nr_frees && c->frees[c->free_head].done)
+			continue;
+		if (!ret && c->nr_frees) {
+			uint32_t n = c->nr_frees;
+
+			ret = poll_frees(c);
+			if (n == c->nr_frees)
+				break;
+		}
+	}
+	/* every user of freed GPU space is done once the streams are */
+	for (uint32_t i = 0; i < c->nr_gfreed && !ret; i++)
+		for (uint32_t k = 0; k < c->gfreed[i].nr_deps && !ret; k++)
+			ret = xev_sync(c, dep_ev(c, c->gfreed[i].deps[k]));
+	if (!ret)
+		c->nr_gfreed = 0;
+	if (!ret)
+		ret = __atomic_load_n(&c->stage_err, __ATOMIC_ACQUIRE);
+	return ret;
+}
+
+/* ---- the public API ------------------------------------------------------- */
+
+int tencache_cache_create(struct tencache *tc, struct tencache_cache **cp,
+			  const struct tencache_cache_params *p)
+{
+	struct tencache_cache *c;
+
+	if (!tc || !cp || !p)
+		return -EINVAL;
+	for (unsigned i = 0; i < sizeof(p->__reserved) / sizeof(p->__reserved[0]); i++)
+		if (p->__reserved[i])
+			return -EINVAL;
+	if (p->__pad || (p->flags & ~(TENCACHE_CACHE_HOST_MODE | TENCACHE_CACHE_TIMELINE)) ||
+	    p->policy > TENCACHE_POLICY_10CACHE || !p->gpu_budget ||
+	    (p->nvme_budget && !p->nvme_path) || (p->nvme_budget && !p->pinned_budget))
+		return -EINVAL;
+	for (unsigned i = 0; i < 4; i++)
+		if (p->bw[i] < 0)
+			return -EINVAL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->tc = tc;
+	c->p = *p;
+	if (!c->p.warmup_steps)
+		c->p.warmup_steps = 1;
+	c->nvme_fd = -1;
+	pthread_mutex_init(&c->slock, NULL);
+	pthread_cond_init(&c->scond, NULL);
+	*cp = c;
+	return 0;
+}
+
+int tencache_tensor_register(struct tencache_cache *c, uint64_t bytes, unsigned role)
+{
+	struct tc_tstate *nt;
+
+	if (!c || !bytes || role > TENCACHE_ROLE_ACTIVATION)
+		return -EINVAL;
+	if (c->frozen)
+		return -EBUSY;
+	if (c->nr == INT32_MAX)
+		return -ENOSPC;
+	if (c->nr == c->cap) {
+		uint32_t ncap = c->cap ? c->cap * 2 : 256;
+
+		nt = realloc(c->t, ncap * sizeof(*nt));
+		if (!nt)
+			return -ENOMEM;
+		c->t = nt;
+		c->cap = ncap;
+	}
+	c->t[c->nr] = (struct tc_tstate){ .bytes = bytes, .role = role, .goff = -1,
+					  .poff = -1, .noff = -1 };
+	return c->nr++;
+}
+
+int tencache_tensor_host(struct tencache_cache *c, int id, void **ptr)
+{
+	int ret;
+
+	if (!c || id < 0 || (uint32_t)id >= c->nr || !ptr || c->in_step)
+		return -EINVAL;
+	ret = tc_exec_freeze(c);
+	ret = ret ?: tc_exec_quiesce(c);
+	ret = ret ?: od_to_pinned(c, id);
+	if (ret)
+		return ret;
+	/* the caller may write it: pinned is now the only valid copy */
+	if (c->t[id].goff >= 0) {
+		tencache_arena_free(c->garena, c->t[id].goff);
+		c->t[id].goff = -1;
+	}
+	c->t[id].valid = TC_V_PINNED;
+	c->reload = 1;
+	*ptr = pptr(c, c->t[id].poff);
+	return 0;
+}
+
+int tencache_step_begin(struct tencache_cache *c)
+{
+	int ret;
+
+	if (!c || c->in_step)
+		return -EINVAL;
+	ret = tc_exec_freeze(c);
+	if (ret)
+		return ret;
+	if (c->want_plan && !c->planned) {
+		ret = tc_exec_enter_plan(c);
+		if (ret)
+			return ret;
+	} else if (c->planned && c->reload) {
+		ret = tc_exec_load_start(c);
+		if (ret)
+			return ret;
+	}
+	c->reload = 0;
+	c->in_step = 1;
+	c->pos = 0;
+	c->op_open = 0;
+	c->op_first_acc = 0;
+	c->step_t0 = tc_now_ns();
+	c->last_stall = 0;
+	c->last_acq = c->last_hits = 0;
+	c->skip_learn = 0;
+	tc_exec_timeline_step(c);
+	if (!c->planned) {
+		tc_trace_free(&c->rec);
+		tc_trace_init(&c->rec);
+		for (uint32_t i = 0; i < c->nr; i++) {
+			ret = tc_trace_add_tensor(&c->rec, c->t[i].bytes, c->t[i].role);
+			if (ret < 0)
+				return ret;
+		}
+	}
+	return c->dev->ops->record(c->dev, c->step_ev, c->h2d);
+}
+
+static int op_close(struct tencache_cache *c, void *s, uint64_t compute_ns);
+
+int tencache_acquire(struct tencache_cache *c, int id, unsigned flags, void *stream,
+		     void **ptr)
+{
+	uint64_t t0 = tc_now_ns(), waited = 0;
+	struct tc_tstate *t;
+	int ret, hit = 0;
+	void *s;
+
+	if (!c || !c->in_step || id < 0 || (uint32_t)id >= c->nr || !ptr ||
+	    (flags & ~(TENCACHE_ACQ_READ | TENCACHE_ACQ_WRITE | TENCACHE_ACQ_HOST)) ||
+	    !(flags & (TENCACHE_ACQ_READ | TENCACHE_ACQ_WRITE)))
+		return -EINVAL;
+	t = &c->t[id];
+	if (t->held)
+		return -EBUSY;
+	s = c->host_mode ? NULL : stream;	/* host mode: the caller's thread */
+	if (c->op_open == 2) {	/* the previous op was released: a new op */
+		c->op_open = 0;
+	}
+	if (!c->op_open) {
+		c->op_open = 1;
+		c->op_first_acc = c->pos;
+		c->op_host = !!(flags & TENCACHE_ACQ_HOST);
+	} else if (c->op_host != !!(flags & TENCACHE_ACQ_HOST)) {
+		return -EINVAL;	/* one op is all host or all GPU */
+	}
+	c->cstream_last = c->host_mode ? NULL : stream;
+	c->cstream_used = 1;
+
+	if (c->planned) {
+		const struct tc_access *a = c->pos < c->trace.nr_acc ? &c->trace.acc[c->pos] : NULL;
+		unsigned want = a ? ((a->flags & TC_ACC_READ) ? TENCACHE_ACQ_READ : 0) |
+				    ((a->flags & TC_ACC_WRITE) ? TENCACHE_ACQ_WRITE : 0) |
+				    ((a->flags & TC_ACC_HOST) ? TENCACHE_ACQ_HOST : 0) : 0;
+
+		if (!a || a->tensor != (uint32_t)id || want != flags) {
+			ret = tc_exec_leave_plan(c, "order changed");
+			if (ret)
+				return ret;
+		}
+	}
+	if (c->planned) {
+		uint32_t i = c->pos;
+
+		for (uint32_t k = c->plan.op_first[i]; k < c->plan.op_first[i + 1]; k++) {
+			ret = issue_op(c, k);
+			if (ret)
+				return ret;
+		}
+		ret = poll_frees(c);
+		if (ret)
+			return ret;
+		gfreed_poll(c);
+		/* a hit: the value was resident and its copy done before we asked */
+		hit = 1;
+		for (uint32_t w = c->plan.wait_first[i]; w < c->plan.wait_first[i + 1]; w++) {
+			struct tc_xev *e = &c->opev[c->plan.wait_ops[w]];
+			const struct tc_op *op = &c->plan.ops[c->plan.wait_ops[w]];
+
+			if (op->kind == TC_OP_FETCH && xev_done(c, e) != 1) {
+				hit = 0;
+				c->st.late_prefetches++;
+			}
+			uint64_t w0 = tc_now_ns();
+
+			if (flags & TENCACHE_ACQ_HOST)
+				ret = xev_sync(c, e);
+			else
+				ret = xev_stream_wait(c, s, e);
+			/* host mode waits here; on a GPU the stream does */
+			if ((flags & TENCACHE_ACQ_HOST) || c->host_mode)
+				waited += tc_now_ns() - w0;
+			if (ret)
+				return ret;
+		}
+		if (!(flags & TENCACHE_ACQ_HOST) && !c->plan.hit[i])
+			hit = 0;
+		if (flags & TENCACHE_ACQ_WRITE)
+			t->valid = (flags & TENCACHE_ACQ_HOST) ? TC_V_PINNED : TC_V_GPU;
+	} else {
+		uint64_t w0 = tc_now_ns();
+
+		ret = od_acquire(c, id, flags, s, &hit);
+		if (ret)
+			return ret;
+		waited += (flags & TENCACHE_ACQ_HOST) || c->host_mode || !hit ?
+			  tc_now_ns() - w0 : 0;
+		ret = tc_trace_add_access(&c->rec, id, TC_PHASE_FWD,
+			((flags & TENCACHE_ACQ_READ) ? TC_ACC_READ : 0) |
+			((flags & TENCACHE_ACQ_WRITE) ? TC_ACC_WRITE : 0) |
+			((flags & TENCACHE_ACQ_HOST) ? TC_ACC_HOST : 0), 0);
+		if (ret)
+			return ret;
+	}
+	t->held = 1;
+	t->lru = ++c->tick;
+	c->pos++;
+	if (!(flags & TENCACHE_ACQ_HOST)) {
+		c->st.acquires++;
+		c->last_acq++;
+		if (hit) {
+			c->st.hits++;
+			c->last_hits++;
+		}
+	}
+	if (waited) {
+		c->st.stall_ns += waited;
+		c->last_stall += waited;
+		tc_exec_timeline_add(c, TC_TL_STALL, id, tc_now_ns() - waited, tc_now_ns());
+	}
+	*ptr = (flags & TENCACHE_ACQ_HOST) ? pptr(c, t->poff) : gptr(c, t->goff);
+	c->st.decision_ns += tc_now_ns() - t0 - waited;
+	c->st.decisions++;
+	return 0;
+}
+
+/* The op's compute is queued: record its end for every access of the op. */
+static int op_close(struct tencache_cache *c, void *s, uint64_t compute_ns)
+{
+	uint32_t end = c->pos - 1;
+	int ret = 0;
+
+	/* the learnt op must end here too, or its events would be wrong */
+	if (c->planned && !(c->trace.acc[end].flags & TC_ACC_END)) {
+		ret = tc_exec_leave_plan(c, "an op ended elsewhere");
+		if (ret)
+			return ret;
+	}
+	if (c->op_host) {
+		if (compute_ns && c->host_mode) {
+			struct timespec ts = { compute_ns / 1000000000ULL,
+					       compute_ns % 1000000000ULL };
+			uint64_t t0 = tc_now_ns();
+
+			while (nanosleep(&ts, &ts))
+				;
+			tc_exec_timeline_add(c, TC_TL_HOSTOP, end, t0, tc_now_ns());
+		}
+		for (uint32_t i = c->op_first_acc; i <= end; i++)
+			if (i < c->nacc_ev)
+				xev_signal_now(c, &c->accev[i]);
+	} else {
+		ret = tc_exec_timeline_mark(c, s, TC_TL_COMPUTE, end, 0);
+		ret = ret ?: c->dev->ops->spin(c->dev, s, compute_ns);
+		ret = ret ?: tc_exec_timeline_mark(c, s, TC_TL_COMPUTE, end, 1);
+		if (!ret && end < c->nacc_ev && c->planned)
+			ret = c->dev->ops->record(c->dev, c->accev[end].dev, s);
+	}
+	if (!c->planned) {
+		/* profile: the op's compute follows its last access */
+		if (c->rec.nr_acc) {
+			c->rec.acc[c->rec.nr_acc - 1].flags |= TC_ACC_END;
+			c->rec.acc[c->rec.nr_acc - 1].compute_ns = compute_ns;
+		}
+		for (uint32_t i = c->op_first_acc; i <= end; i++) {
+			uint32_t id = i < c->rec.nr_acc ? c->rec.acc[i].tensor : 0;
+
+			if (!c->op_host && id < c->nr)
+				ret = ret ?: c->dev->ops->record(c->dev, c->t[id].ready.dev, s);
+		}
+	}
+	return ret;
+}
+
+int tencache_release(struct tencache_cache *c, int id, void *stream, uint64_t compute_ns)
+{
+	uint64_t t0 = tc_now_ns();
+	void *s;
+	int ret = 0;
+
+	if (!c || !c->in_step || id < 0 || (uint32_t)id >= c->nr)
+		return -EINVAL;
+	if (!c->t[id].held)
+		return -ENOENT;
+	s = c->host_mode ? NULL : stream;
+	if (c->op_open == 1) {	/* the first release ends the op's acquires */
+		ret = op_close(c, s, compute_ns);
+		c->op_open = 2;
+	} else if (compute_ns) {
+		ret = c->dev->ops->spin(c->dev, s, compute_ns);
+	}
+	c->t[id].held = 0;
+	c->st.decision_ns += tc_now_ns() - t0;
+	c->st.decisions++;
+	return ret;
+}
+
+int tencache_step_end(struct tencache_cache *c)
+{
+	int ret;
+
+	if (!c || !c->in_step)
+		return -EINVAL;
+	for (uint32_t i = 0; i < c->nr; i++)
+		if (c->t[i].held)
+			return -EBUSY;
+	if (c->planned && c->pos != c->trace.nr_acc) {
+		ret = tc_exec_leave_plan(c, "step ended early");
+		if (ret)
+			return ret;
+	}
+	ret = tc_exec_step_sync(c);
+	if (ret)
+		return ret;
+	c->in_step = 0;
+	c->st.steps++;
+	c->st.last_step_ns = tc_now_ns() - c->step_t0;
+	c->st.last_stall_ns = c->last_stall;
+	c->st.last_acquires = c->last_acq;
+	c->st.last_hits = c->last_hits;
+	if (c->planned) {
+		c->st.planned_steps++;
+	} else if (++c->profiled >= c->p.warmup_steps) {
+		ret = tc_exec_learn(c);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+int tencache_cache_flush(struct tencache_cache *c)
+{
+	if (!c || c->in_step)
+		return -EINVAL;
+	if (!c->frozen)
+		return 0;
+	return tc_exec_flush(c);
+}
+
+int tencache_cache_stats(struct tencache_cache *c, struct tencache_cache_stats *st)
+{
+	struct tencache_arena_stats as;
+
+	if (!c || !st)
+		return -EINVAL;
+	*st = c->st;
+	if (c->garena && !tencache_arena_stats(c->garena, &as))
+		st->gpu_bytes_peak = as.high_water;
+	return 0;
+}

@@ -1,0 +1,80 @@
+/*
+ * dev.h - the executor's "device": streams that run copies and compute in
+ * order, events that order streams, and the memory the cache calls "GPU".
+ * Two backends behind one interface: CUDA (dev_cuda.c, driver API loaded at
+ * run time) and the CPU-only host mode (dev_host.c: worker threads, memcpy,
+ * a host arena). The executor (cache.c) is the same code over both.
+ *
+ * Events ("latest instance" semantics, like CUDA events): recording an event
+ * again replaces what a later wait waits for; a wait captures the instance
+ * recorded at the time of the call. Host-domain events (tc_hev) are signalled
+ * by host code (staging, host ops); device events by a stream.
+ */
+#ifndef TENCACHE_EXEC_DEV_H
+#define TENCACHE_EXEC_DEV_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "internal.h"
+
+/* A host-domain event: rec counts records, done the completed ones. */
+struct tc_hev {
+	uint64_t rec, done;
+};
+
+struct tc_dev;
+
+struct tc_dev_ops {
+	const char *name;
+	/* "GPU" memory: one region of bytes at *base (device address). */
+	int (*open)(struct tencache *tc, uint64_t bytes, struct tc_dev **dp);
+	void (*close)(struct tc_dev *d);
+	/* streams are CUstream (CUDA) or struct tc_hstream * (host) */
+	int (*stream_create)(struct tc_dev *d, void **s);
+	void (*stream_destroy)(struct tc_dev *d, void *s);
+	/* dir: TENCACHE_COPY_H2D / D2H; asynchronous on s */
+	int (*copy)(struct tc_dev *d, void *s, int dir, void *dst, const void *src,
+		    uint64_t len);
+	/* simulated compute of ns nanoseconds on s (a spin kernel / a sleep) */
+	int (*spin)(struct tc_dev *d, void *s, uint64_t ns);
+	/* device events: opaque handles */
+	int (*event_create)(struct tc_dev *d, int timing, void **e);
+	void (*event_destroy)(struct tc_dev *d, void *e);
+	int (*record)(struct tc_dev *d, void *e, void *s);
+	int (*stream_wait)(struct tc_dev *d, void *s, void *e);
+	int (*query)(struct tc_dev *d, void *e);	/* 1 done, 0 pending, -errno */
+	int (*sync)(struct tc_dev *d, void *e);		/* host waits */
+	/* ns between two completed timing events (b after a) */
+	int (*elapsed)(struct tc_dev *d, void *a, void *b, uint64_t *ns);
+	int (*stream_sync)(struct tc_dev *d, void *s);
+	/* make s wait for a host event's instance target (host mode queues it,
+	 * CUDA waits on the host) */
+	int (*stream_wait_host)(struct tc_dev *d, void *s, struct tc_hev *h,
+				uint64_t target);
+};
+
+struct tc_dev {
+	const struct tc_dev_ops *ops;
+	struct tencache *tc;
+	void *base;			/* the "GPU" region */
+	uint64_t bytes;
+	/* host events: one lock and condition for all of them */
+	pthread_mutex_t hlock;
+	pthread_cond_t hcond;
+};
+
+extern const struct tc_dev_ops tc_dev_host_ops;
+extern const struct tc_dev_ops tc_dev_cuda_ops;
+
+/* host events (dev_host.c) */
+void tc_dev_hinit(struct tc_dev *d);
+uint64_t tc_hev_arm(struct tc_dev *d, struct tc_hev *h);	/* new instance */
+void tc_hev_signal(struct tc_dev *d, struct tc_hev *h, uint64_t inst);
+uint64_t tc_hev_latest(struct tc_dev *d, struct tc_hev *h);
+void tc_hev_wait(struct tc_dev *d, struct tc_hev *h, uint64_t inst);
+int tc_hev_done(struct tc_dev *d, struct tc_hev *h);
+
+uint64_t tc_now_ns(void);
+
+#endif

@@ -1,0 +1,337 @@
+/*
+ * dev_cuda.c - the executor's device on a CUDA GPU, through the driver API
+ * loaded at run time (dlopen libcuda.so.1): one cuMemAlloc region for the
+ * cached tensors, streams, events, async copies, and a spin kernel (PTX,
+ * JIT-compiled by the driver) that stands for a trace's compute time.
+ */
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/dev.h"
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef void *CUcontext, *CUstream, *CUevent, *CUmodule, *CUfunction;
+typedef unsigned long long CUdeviceptr;
+
+#define CU_STREAM_NON_BLOCKING		0x1
+#define CU_EVENT_DISABLE_TIMING		0x2
+#define CUDA_ERROR_NOT_READY		600
+
+/* spins for ns of %globaltimer: the stand-in for a layer's kernels */
+static const char spin_ptx[] =
+	".version 7.0\n"
+	".target sm_70\n"
+	".address_size 64\n"
+	".visible .entry tc_spin(.param .u64 ns)\n"
+	"{\n"
+	"  .reg .u64 %t0, %t1, %ns, %d;\n"
+	"  .reg .pred %p;\n"
+	"  ld.param.u64 %ns, [ns];\n"
+	"  mov.u64 %t0, %globaltimer;\n"
+	"SPIN:\n"
+	"  mov.u64 %t1, %globaltimer;\n"
+	"  sub.u64 %d, %t1, %t0;\n"
+	"  setp.lt.u64 %p, %d, %ns;\n"
+	"  @%p bra SPIN;\n"
+	"  ret;\n"
+	"}\n";
+
+struct cudev {
+	struct tc_dev d;
+	void *lib;
+	CUdevice dev;
+	CUcontext ctx;
+	CUdeviceptr mem;
+	CUmodule mod;
+	CUfunction spin;
+	CUresult (*cuInit)(unsigned);
+	CUresult (*cuDeviceGet)(CUdevice *, int);
+	CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+	CUresult (*cuDevicePrimaryCtxRelease)(CUdevice);
+	CUresult (*cuCtxGetCurrent)(CUcontext *);
+	CUresult (*cuCtxSetCurrent)(CUcontext);
+	CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);
+	CUresult (*cuMemFree)(CUdeviceptr);
+	CUresult (*cuStreamCreate)(CUstream *, unsigned);
+	CUresult (*cuStreamDestroy)(CUstream);
+	CUresult (*cuStreamSynchronize)(CUstream);
+	CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned);
+	CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
+	CUresult (*cuMemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
+	CUresult (*cuEventCreate)(CUevent *, unsigned);
+	CUresult (*cuEventDestroy)(CUevent);
+	CUresult (*cuEventRecord)(CUevent, CUstream);
+	CUresult (*cuEventQuery)(CUevent);
+	CUresult (*cuEventSynchronize)(CUevent);
+	CUresult (*cuEventElapsedTime)(float *, CUevent, CUevent);
+	CUresult (*cuModuleLoadData)(CUmodule *, const void *);
+	CUresult (*cuModuleUnload)(CUmodule);
+	CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
+	CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned,
+				   unsigned, unsigned, unsigned, CUstream, void **, void **);
+	CUresult (*cuGetErrorString)(CUresult, const char **);
+};
+
+#define CU(d) ((struct cudev *)(d))
+
+static int cu_fail(struct cudev *c, const char *what, CUresult r)
+{
+	const char *s = "unknown error";
+
+	if (c->cuGetErrorString)
+		c->cuGetErrorString(r, &s);
+	tc_err(c->d.tc, "cuda: %s: %s (%d)", what, s, r);
+	return -EIO;
+}
+
+/* Every thread that calls into the driver needs the context current. */
+static void cu_ctx(struct cudev *c)
+{
+	CUcontext cur = NULL;
+
+	if (c->cuCtxGetCurrent(&cur) || cur != c->ctx)
+		c->cuCtxSetCurrent(c->ctx);
+}
+
+static int cuda_open(struct tencache *tc, uint64_t bytes, struct tc_dev **dp)
+{
+	static const struct { const char *name; size_t off; } syms[] = {
+#define SYM(f, n) { n, offsetof(struct cudev, f) }
+		SYM(cuInit, "cuInit"), SYM(cuDeviceGet, "cuDeviceGet"),
+		SYM(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"),
+		SYM(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"),
+		SYM(cuCtxGetCurrent, "cuCtxGetCurrent"), SYM(cuCtxSetCurrent, "cuCtxSetCurrent"),
+		SYM(cuMemAlloc, "cuMemAlloc_v2"), SYM(cuMemFree, "cuMemFree_v2"),
+		SYM(cuStreamCreate, "cuStreamCreate"), SYM(cuStreamDestroy, "cuStreamDestroy_v2"),
+		SYM(cuStreamSynchronize, "cuStreamSynchronize"),
+		SYM(cuStreamWaitEvent, "cuStreamWaitEvent"),
+		SYM(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"),
+		SYM(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"),
+		SYM(cuEventCreate, "cuEventCreate"), SYM(cuEventDestroy, "cuEventDestroy_v2"),
+		SYM(cuEventRecord, "cuEventRecord"), SYM(cuEventQuery, "cuEventQuery"),
+		SYM(cuEventSynchronize, "cuEventSynchronize"),
+		SYM(cuEventElapsedTime, "cuEventElapsedTime"),
+		SYM(cuModuleLoadData, "cuModuleLoadData"), SYM(cuModuleUnload, "cuModuleUnload"),
+		SYM(cuModuleGetFunction, "cuModuleGetFunction"),
+		SYM(cuLaunchKernel, "cuLaunchKernel"), SYM(cuGetErrorString, "cuGetErrorString"),
+#undef SYM
+	};
+	struct cudev *c = calloc(1, sizeof(*c));
+	CUresult r;
+	unsigned i;
+	int ret = -ENODEV;
+
+	if (!c)
+		return -ENOMEM;
+	c->d.ops = &tc_dev_cuda_ops;
+	c->d.tc = tc;
+	c->d.bytes = bytes;
+	tc_dev_hinit(&c->d);
+	c->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!c->lib)
+		goto free_dev;
+	for (i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+		void *f = dlsym(c->lib, syms[i].name);
+
+		if (!f) {
+			tc_err(tc, "cuda: libcuda.so.1 lacks %s", syms[i].name);
+			goto close_lib;
+		}
+		memcpy((char *)c + syms[i].off, &f, sizeof(f));
+	}
+	if (c->cuInit(0) || c->cuDeviceGet(&c->dev, tc->p.gpu) ||
+	    c->cuDevicePrimaryCtxRetain(&c->ctx, c->dev))
+		goto close_lib;
+	cu_ctx(c);
+	r = c->cuMemAlloc(&c->mem, bytes ? bytes : 1);
+	if (r) {
+		ret = cu_fail(c, "cuMemAlloc of the cache region", r) ? -ENOMEM : 0;
+		goto release_ctx;
+	}
+	r = c->cuModuleLoadData(&c->mod, spin_ptx);
+	if (!r)
+		r = c->cuModuleGetFunction(&c->spin, c->mod, "tc_spin");
+	if (r) {
+		ret = cu_fail(c, "loading the spin kernel", r);
+		goto free_mem;
+	}
+	c->d.base = (void *)(uintptr_t)c->mem;
+	*dp = &c->d;
+	return 0;
+
+free_mem:
+	c->cuMemFree(c->mem);
+release_ctx:
+	c->cuDevicePrimaryCtxRelease(c->dev);
+close_lib:
+	dlclose(c->lib);
+free_dev:
+	free(c);
+	return ret;
+}
+
+static void cuda_close(struct tc_dev *d)
+{
+	struct cudev *c = CU(d);
+
+	cu_ctx(c);
+	c->cuModuleUnload(c->mod);
+	c->cuMemFree(c->mem);
+	c->cuDevicePrimaryCtxRelease(c->dev);
+	dlclose(c->lib);
+	free(c);
+}
+
+static int cuda_stream_create(struct tc_dev *d, void **s)
+{
+	struct cudev *c = CU(d);
+	CUresult r;
+
+	cu_ctx(c);
+	r = c->cuStreamCreate((CUstream *)s, CU_STREAM_NON_BLOCKING);
+	return r ? cu_fail(c, "cuStreamCreate", r) : 0;
+}
+
+static void cuda_stream_destroy(struct tc_dev *d, void *s)
+{
+	if (s)
+		CU(d)->cuStreamDestroy(s);
+}
+
+static int cuda_copy(struct tc_dev *d, void *s, int dir, void *dst, const void *src,
+		     uint64_t len)
+{
+	struct cudev *c = CU(d);
+	CUresult r;
+
+	cu_ctx(c);
+	if (dir == TENCACHE_COPY_H2D)
+		r = c->cuMemcpyHtoDAsync((CUdeviceptr)(uintptr_t)dst, src, len, s);
+	else
+		r = c->cuMemcpyDtoHAsync(dst, (CUdeviceptr)(uintptr_t)src, len, s);
+	return r ? cu_fail(c, "async copy", r) : 0;
+}
+
+static int cuda_spin(struct tc_dev *d, void *s, uint64_t ns)
+{
+	struct cudev *c = CU(d);
+	void *args[] = { &ns };
+	CUresult r;
+
+	if (!ns)
+		return 0;
+	cu_ctx(c);
+	r = c->cuLaunchKernel(c->spin, 1, 1, 1, 1, 1, 1, 0, s, args, NULL);
+	return r ? cu_fail(c, "launching the spin kernel", r) : 0;
+}
+
+static int cuda_event_create(struct tc_dev *d, int timing, void **e)
+{
+	struct cudev *c = CU(d);
+	CUresult r;
+
+	cu_ctx(c);
+	r = c->cuEventCreate((CUevent *)e, timing ? 0 : CU_EVENT_DISABLE_TIMING);
+	return r ? cu_fail(c, "cuEventCreate", r) : 0;
+}
+
+static void cuda_event_destroy(struct tc_dev *d, void *e)
+{
+	if (e)
+		CU(d)->cuEventDestroy(e);
+}
+
+static int cuda_record(struct tc_dev *d, void *e, void *s)
+{
+	struct cudev *c = CU(d);
+	CUresult r;
+
+	cu_ctx(c);
+	r = c->cuEventRecord(e, s);
+	return r ? cu_fail(c, "cuEventRecord", r) : 0;
+}
+
+static int cuda_stream_wait(struct tc_dev *d, void *s, void *e)
+{
+	struct cudev *c = CU(d);
+	CUresult r;
+
+	cu_ctx(c);
+	r = c->cuStreamWaitEvent(s, e, 0);
+	return r ? cu_fail(c, "cuStreamWaitEvent", r) : 0;
+}
+
+static int cuda_query(struct tc_dev *d, void *e)
+{
+	struct cudev *c = CU(d);
+	CUresult r;
+
+	cu_ctx(c);
+	r = c->cuEventQuery(e);
+	if (r == CUDA_ERROR_NOT_READY)
+		return 0;
+	return r ? cu_fail(c, "cuEventQuery", r) : 1;
+}
+
+static int cuda_sync(struct tc_dev *d, void *e)
+{
+	struct cudev *c = CU(d);
+	CUresult r;
+
+	cu_ctx(c);
+	r = c->cuEventSynchronize(e);
+	return r ? cu_fail(c, "cuEventSynchronize", r) : 0;
+}
+
+static int cuda_elapsed(struct tc_dev *d, void *a, void *b, uint64_t *ns)
+{
+	struct cudev *c = CU(d);
+	float ms = 0;
+	CUresult r;
+
+	cu_ctx(c);
+	r = c->cuEventElapsedTime(&ms, a, b);
+	if (r)
+		return -EINVAL;
+	*ns = ms > 0 ? (uint64_t)(ms * 1e6) : 0;
+	return 0;
+}
+
+static int cuda_stream_sync(struct tc_dev *d, void *s)
+{
+	struct cudev *c = CU(d);
+	CUresult r;
+
+	cu_ctx(c);
+	r = c->cuStreamSynchronize(s);
+	return r ? cu_fail(c, "cuStreamSynchronize", r) : 0;
+}
+
+/* A stream cannot wait for a host event: the host waits, then queues. */
+static int cuda_stream_wait_host(struct tc_dev *d, void *s, struct tc_hev *h,
+				 uint64_t target)
+{
+	tc_hev_wait(d, h, target);
+	return 0;
+}
+
+const struct tc_dev_ops tc_dev_cuda_ops = {
+	.name = "cuda",
+	.open = cuda_open,
+	.close = cuda_close,
+	.stream_create = cuda_stream_create,
+	.stream_destroy = cuda_stream_destroy,
+	.copy = cuda_copy,
+	.spin = cuda_spin,
+	.event_create = cuda_event_create,
+	.event_destroy = cuda_event_destroy,
+	.record = cuda_record,
+	.stream_wait = cuda_stream_wait,
+	.query = cuda_query,
+	.sync = cuda_sync,
+	.elapsed = cuda_elapsed,
+	.stream_sync = cuda_stream_sync,
+	.stream_wait_host = cuda_stream_wait_host,
+};

@@ -1,0 +1,157 @@
+/*
+ * exec.h - the tensor cache's internal state, shared by cache.c (the API,
+ * planned and on-demand execution), setup.c (creation, learning, entering
+ * and leaving a plan, flush) and timeline.c (the Perfetto export).
+ */
+#ifndef TENCACHE_EXEC_H
+#define TENCACHE_EXEC_H
+
+#include "exec/dev.h"
+#include "plan/plan.h"
+
+/* tc_tstate.valid: tiers that hold the newest value */
+#define TC_V_GPU	0x1
+#define TC_V_PINNED	0x2
+#define TC_V_NVME	0x4
+
+struct tc_pfree;
+
+/* An event of either domain: a device event, or a host event (dev NULL). */
+struct tc_xev {
+	void *dev;
+	struct tc_hev h;
+	struct tc_pfree *pending;	/* a deferred free not yet made */
+};
+
+struct tc_pfree {
+	struct tc_xev *ev;
+	int gpu;
+	int done;
+	uint64_t off;
+	const int32_t *deps;
+	uint32_t nr_deps;
+};
+
+struct tc_gfreed {
+	uint64_t off, len;
+	const int32_t *deps;	/* the DROP's dependencies: its last users */
+	uint32_t nr_deps;
+};
+
+struct tc_tstate {
+	uint64_t bytes;
+	uint8_t role;
+	uint8_t valid;		/* TC_V_* */
+	uint8_t held;		/* acquired in the open op */
+	uint8_t pinned_home;	/* keeps its pinned space for good */
+	int64_t goff, poff, noff;	/* space in each tier, -1: none */
+	uint64_t lru;
+	struct tc_xev ready;	/* on demand: its copy / last use on the GPU */
+};
+
+enum tc_tl_kind {
+	TC_TL_H2D, TC_TL_D2H, TC_TL_NVME_RD, TC_TL_NVME_WR, TC_TL_COMPUTE,
+	TC_TL_HOSTOP, TC_TL_STALL, TC_TL_NR,
+};
+
+struct tc_tl_span {
+	uint8_t kind;
+	uint32_t id;		/* tensor, or access for compute */
+	uint64_t t0, t1;	/* host ns (resolved at step end for device spans) */
+	void *ev0, *ev1;	/* device timing events, until resolved */
+};
+
+struct tencache_cache {
+	struct tencache *tc;
+	struct tencache_cache_params p;
+	int host_mode;
+	int frozen, in_step, planned, want_plan, reload, skip_learn;
+	uint32_t nr, cap;
+	struct tc_tstate *t;
+	uint64_t tick;
+
+	struct tc_dev *dev;
+	void *h2d, *d2h;
+	void *cstream_last;		/* the caller's stream of the latest GPU op */
+	int cstream_used;
+	void *step_ev;
+	struct tencache_arena *garena;
+	struct tencache_pool *pool;
+	char *pbase;
+	struct tencache_arena *parena;
+	struct tencache_swap *swap;
+	struct tencache_stage *stage;
+	int nvme_fd;
+	double bw[4];
+
+	/* staging worker */
+	pthread_t sthread;
+	int sthread_on, sexit;
+	pthread_mutex_t slock;
+	pthread_cond_t scond;
+	struct tc_sjob *shead, *stail;
+	int stage_err;
+
+	/* profile and plan */
+	struct tc_trace rec;		/* the step being profiled: accesses */
+	struct tc_trace trace;		/* the learnt step */
+	struct tc_plan plan;
+	int have_plan;
+	uint32_t profiled;
+	struct tc_xev *opev, *accev;
+	uint32_t nacc_ev;
+
+	/* GPU ranges freed by DROP whose last users may still run */
+	struct tc_gfreed *gfreed;
+	uint32_t nr_gfreed, cap_gfreed;
+
+	/* deferred pinned frees (PDROP): a ring */
+	struct tc_pfree *frees;
+	uint32_t cap_frees, free_head, nr_frees;
+
+	/* the step in progress */
+	uint32_t pos;
+	int op_open;			/* 0 none, 1 acquiring, 2 released */
+	int op_host;
+	uint32_t op_first_acc;
+	uint64_t step_t0, last_stall, last_acq, last_hits;
+
+	/* timeline of the last step */
+	int timeline_on;
+	struct tc_tl_span *tl;
+	uint32_t tl_nr, tl_cap;
+	void **tl_evs;			/* timing event pool */
+	uint32_t tl_evs_nr, tl_evs_used;
+
+	struct tencache_cache_stats st;
+};
+
+/* cache.c */
+int tc_exec_complete_deferred(struct tencache_cache *c, struct tc_xev *e);
+int tc_exec_quiesce(struct tencache_cache *c);
+int tc_exec_od_to_pinned(struct tencache_cache *c, uint32_t id);
+int tc_exec_copy_sync(struct tencache_cache *c, uint32_t id, int dir);
+int tc_exec_stage_sync(struct tencache_cache *c, uint32_t id, int write);
+int tc_exec_galloc(struct tencache_cache *c, uint32_t id);
+void *tc_exec_stage_main(void *arg);
+
+/* setup.c */
+int tc_exec_freeze(struct tencache_cache *c);
+int tc_exec_learn(struct tencache_cache *c);
+int tc_exec_enter_plan(struct tencache_cache *c);
+int tc_exec_load_start(struct tencache_cache *c);
+int tc_exec_leave_plan(struct tencache_cache *c, const char *why);
+int tc_exec_step_sync(struct tencache_cache *c);
+int tc_exec_flush(struct tencache_cache *c);
+
+/* timeline.c */
+void tc_exec_timeline_step(struct tencache_cache *c);
+void tc_exec_timeline_add(struct tencache_cache *c, int kind, uint32_t id,
+			  uint64_t t0, uint64_t t1);
+/* brackets an async span on stream s: call before (start) and after (end) */
+int tc_exec_timeline_mark(struct tencache_cache *c, void *s, int kind, uint32_t id,
+			  int end);
+int tc_exec_timeline_resolve(struct tencache_cache *c);
+void tc_exec_timeline_free(struct tencache_cache *c);
+
+#endif

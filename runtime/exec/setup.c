@@ -1,0 +1,530 @@
+/*
+ * setup.c - the tensor cache's life cycle: freezing the registered tensors
+ * into memory (device region, pinned pool, NVMe swap, streams, calibration),
+ * learning a profiled step, entering a plan (placement, events, the start
+ * state), leaving it when the order changes, flushing and destroying.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/exec.h"
+
+static const char *const link_names[4] = { "H2D", "D2H", "NVMe read", "NVMe write" };
+
+static int xev_init(struct tencache_cache *c, struct tc_xev *e, int dev)
+{
+	memset(e, 0, sizeof(*e));
+	return dev ? c->dev->ops->event_create(c->dev, 0, &e->dev) : 0;
+}
+
+static void xev_fini(struct tencache_cache *c, struct tc_xev *e)
+{
+	if (e->dev)
+		c->dev->ops->event_destroy(c->dev, e->dev);
+	e->dev = NULL;
+}
+
+/* Link bandwidths: given, or measured with one 32 MiB transfer each way. */
+static int calibrate(struct tencache_cache *c, uint64_t pool_bytes)
+{
+	uint64_t len = 32ULL << 20, ns;
+	void *a = NULL, *b = NULL;
+	int ret = 0;
+
+	if (len > pool_bytes)
+		len = pool_bytes;
+	if (len > c->dev->bytes)
+		len = c->dev->bytes;
+	len &= ~4095ULL;
+	ret = c->dev->ops->event_create(c->dev, 1, &a);
+	ret = ret ?: c->dev->ops->event_create(c->dev, 1, &b);
+	for (int dir = 0; dir < 2 && !ret && len; dir++) {
+		if (c->p.bw[dir] > 0) {
+			c->bw[dir] = c->p.bw[dir];
+			continue;
+		}
+		for (int rep = 0; rep < 2 && !ret; rep++) {	/* the first warms up */
+			void *s = dir ? c->d2h : c->h2d;
+
+			ret = c->dev->ops->record(c->dev, a, s);
+			ret = ret ?: c->dev->ops->copy(c->dev, s, dir ? TENCACHE_COPY_D2H :
+						       TENCACHE_COPY_H2D,
+						       dir ? (void *)c->pbase : c->dev->base,
+						       dir ? c->dev->base : (void *)c->pbase, len);
+			ret = ret ?: c->dev->ops->record(c->dev, b, s);
+			ret = ret ?: c->dev->ops->sync(c->dev, b);
+			ret = ret ?: c->dev->ops->elapsed(c->dev, a, b, &ns);
+		}
+		if (!ret)
+			c->bw[dir] = ns ? len * 1e9 / ns : 1e12;
+	}
+	for (int l = 2; l < 4 && !ret; l++) {
+		struct tencache_stage_cqe cqe;
+		uint64_t t0;
+
+		if (c->p.bw[l] > 0 || !c->swap) {
+			c->bw[l] = c->p.bw[l] > 0 ? c->p.bw[l] : 5e9;
+			continue;
+		}
+		t0 = tc_now_ns();
+		ret = l == 3 ? tencache_stage_write(c->stage, c->nvme_fd, c->pbase, len, 0, 0, 0)
+			     : tencache_stage_read(c->stage, c->nvme_fd, c->pbase, len, 0, 0, 0);
+		ret = ret ?: (tencache_stage_submit(c->stage) < 0 ? -EIO : 0);
+		if (!ret && (tencache_stage_wait(c->stage, 1, &cqe, 1, 0) != 1 || cqe.res < 0))
+			ret = -EIO;
+		if (!ret)
+			c->bw[l] = len * 1e9 / (double)(tc_now_ns() - t0 + 1);
+	}
+	if (a)
+		c->dev->ops->event_destroy(c->dev, a);
+	if (b)
+		c->dev->ops->event_destroy(c->dev, b);
+	for (int l = 0; l < 4 && !ret; l++)
+		tc_info(c->tc, "cache: %s %.1f GB/s (%s)", link_names[l], c->bw[l] / 1e9,
+			c->p.bw[l] > 0 ? "given" : "measured");
+	return ret;
+}
+
+int tc_exec_freeze(struct tencache_cache *c)
+{
+	uint64_t maxb = 0, sum = 0, pool_bytes;
+	struct tencache_pool_info pi;
+	char b1[32], b2[32];
+	int ret;
+
+	if (c->frozen)
+		return 0;
+	if (!c->nr) {
+		tc_err(c->tc, "cache: no tensors registered");
+		return -EINVAL;
+	}
+	for (uint32_t i = 0; i < c->nr; i++) {
+		if (c->t[i].bytes > maxb)
+			maxb = c->t[i].bytes;
+		sum += TC_ALIGN_UP(c->t[i].bytes, 4096);
+	}
+	if (maxb > c->p.gpu_budget) {
+		tc_fmt_bytes(b1, sizeof(b1), c->p.gpu_budget);
+		tc_fmt_bytes(b2, sizeof(b2), maxb);
+		tc_err(c->tc, "cache: the GPU budget (%s) is smaller than the largest tensor (%s)",
+		       b1, b2);
+		return -ENOSPC;
+	}
+	c->host_mode = !!(c->p.flags & TENCACHE_CACHE_HOST_MODE);
+	if (!c->host_mode && tencache_cuda_available(c->tc)) {
+		tc_err(c->tc, "cache: no usable CUDA GPU; pass TENCACHE_CACHE_HOST_MODE for the CPU-only mode");
+		return -ENODEV;
+	}
+	c->timeline_on = !!(c->p.flags & TENCACHE_CACHE_TIMELINE);
+	ret = (c->host_mode ? &tc_dev_host_ops : &tc_dev_cuda_ops)->open(c->tc,
+				c->p.gpu_budget, &c->dev);
+	if (ret)
+		return ret;
+	ret = tencache_arena_create(&c->garena, c->p.gpu_budget, 256, NULL, 0);
+	if (ret)
+		goto fail;
+	pool_bytes = c->p.nvme_budget ? c->p.pinned_budget + maxb : sum;
+	pool_bytes = TC_ALIGN_UP(pool_bytes + TC_2M, TC_2M);
+	ret = tencache_pool_create(c->tc, &c->pool, pool_bytes, NULL, 0);
+	if (ret)
+		goto fail;
+	ret = tencache_pool_info(c->pool, &pi);
+	if (ret)
+		goto fail;
+	c->pbase = pi.base;
+	if (!c->host_mode) {
+		ret = tencache_pool_cuda_register(c->pool);
+		if (ret)
+			goto fail;
+	}
+	if (c->p.nvme_budget) {
+		ret = tencache_swap_create(c->tc, &c->swap, c->p.nvme_path, c->p.nvme_budget,
+					   NULL, 0);
+		ret = ret ?: tencache_stage_create(c->tc, c->pool, &c->stage);
+		if (ret)
+			goto fail;
+		c->nvme_fd = tencache_swap_fd(c->swap);
+	}
+	ret = c->dev->ops->stream_create(c->dev, &c->h2d);
+	ret = ret ?: c->dev->ops->stream_create(c->dev, &c->d2h);
+	ret = ret ?: c->dev->ops->event_create(c->dev, 1, &c->step_ev);
+	if (ret)
+		goto fail;
+	ret = calibrate(c, pool_bytes);
+	if (ret)
+		goto fail;
+	for (uint32_t i = 0; i < c->nr && !ret; i++)
+		ret = xev_init(c, &c->t[i].ready, 1);
+	c->cap_frees = 2 * c->nr + 64;
+	c->frees = calloc(c->cap_frees, sizeof(*c->frees));
+	if (!ret && !c->frees)
+		ret = -ENOMEM;
+	if (ret)
+		goto fail;
+	if (c->swap) {
+		ret = pthread_create(&c->sthread, NULL, tc_exec_stage_main, c) ? -EAGAIN : 0;
+		if (ret)
+			goto fail;
+		c->sthread_on = 1;
+	}
+	/* without NVMe every tensor lives in pinned memory, zero at first */
+	for (uint32_t i = 0; i < c->nr && !c->swap; i++) {
+		c->t[i].pinned_home = 1;
+		ret = tc_exec_od_to_pinned(c, i);
+		if (ret)
+			goto fail;
+	}
+	tc_trace_init(&c->rec);
+	tc_trace_init(&c->trace);
+	c->frozen = 1;
+	tc_fmt_bytes(b1, sizeof(b1), sum);
+	tc_fmt_bytes(b2, sizeof(b2), c->p.gpu_budget);
+	tc_info(c->tc, "cache: %u tensors, %s; GPU budget %s; %s mode; profiling %u step(s)",
+		c->nr, b1, b2, c->dev->ops->name, c->p.warmup_steps);
+	return 0;
+fail:
+	tc_err(c->tc, "cache: setup failed: %s", strerror(-ret));
+	return ret;
+}
+
+int tc_exec_learn(struct tencache_cache *c)
+{
+	struct tc_trace tmp;
+	int ret;
+
+	if (c->skip_learn)
+		return 0;
+	ret = tc_trace_validate(&c->rec);
+	if (ret < 0) {
+		tc_warn(c->tc, "cache: the profiled step is not usable (%s); staying on demand",
+			strerror(-ret));
+		c->profiled = 0;
+		return 0;
+	}
+	tmp = c->trace;		/* the learnt step is the recorded one */
+	c->trace = c->rec;
+	c->rec = tmp;
+	c->want_plan = 1;
+	return 0;
+}
+
+static void free_plan_events(struct tencache_cache *c)
+{
+	for (uint32_t k = 0; c->opev && k < c->plan.nr_ops; k++)
+		xev_fini(c, &c->opev[k]);
+	for (uint32_t i = 0; c->accev && i < c->nacc_ev; i++)
+		xev_fini(c, &c->accev[i]);
+	free(c->opev);
+	free(c->accev);
+	c->opev = c->accev = NULL;
+	c->nacc_ev = 0;
+}
+
+/*
+ * Replay the plan's GPU allocations (start state in tensor order, then laps
+ * of FETCH/ALLOC and DROP in table order) on an arena like the real one.
+ * 1 when every allocation fits and the layout at the end of a lap repeats
+ * the previous lap's (so every later step fits too); 0 when fragmentation
+ * defeats the byte budget, or no repeat shows within 16 laps.
+ */
+static int gpu_fits(struct tencache_cache *c, const struct tc_plan *pl)
+{
+	int64_t *off = malloc(c->nr * sizeof(*off)), *prev = malloc(c->nr * sizeof(*prev));
+	struct tencache_arena *a;
+	int fits = 1, periodic = 0;
+
+	if (!off || !prev || tencache_arena_create(&a, c->p.gpu_budget, 256, NULL, 0)) {
+		free(off);
+		free(prev);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < c->nr; i++) {
+		uint64_t o;
+
+		off[i] = -1;
+		if ((pl->start_gpu[i] & 1) && fits) {
+			fits = !tencache_arena_alloc(a, c->t[i].bytes, &o);
+			off[i] = o;
+		}
+	}
+	for (int lap = 0; lap < 16 && fits && !periodic; lap++) {
+		memcpy(prev, off, c->nr * sizeof(*off));
+		for (uint32_t k = 0; k < pl->nr_ops && fits; k++) {
+			const struct tc_op *op = &pl->ops[k];
+			uint64_t o;
+
+			if ((op->kind == TC_OP_FETCH || op->kind == TC_OP_ALLOC) && off[op->tensor] < 0) {
+				fits = !tencache_arena_alloc(a, c->t[op->tensor].bytes, &o);
+				off[op->tensor] = o;
+			} else if (op->kind == TC_OP_DROP && off[op->tensor] >= 0) {
+				tencache_arena_free(a, off[op->tensor]);
+				off[op->tensor] = -1;
+			}
+		}
+		periodic = lap > 0 && !memcmp(prev, off, c->nr * sizeof(*off));
+	}
+	tencache_arena_destroy(a);
+	free(off);
+	free(prev);
+	return fits && periodic;
+}
+
+int tc_exec_enter_plan(struct tencache_cache *c)
+{
+	struct tc_plan_cfg cfg;
+	uint64_t sum = 0, t0 = tc_now_ns();
+	char b1[32], b2[32];
+	int ret;
+
+	c->want_plan = 0;
+	tc_plan_cfg_default(&cfg);
+	for (uint32_t i = 0; i < c->nr; i++)
+		sum += c->t[i].bytes;
+	cfg.gpu_bytes = c->p.gpu_budget;
+	cfg.pinned_bytes = c->swap ? c->p.pinned_budget : sum;
+	cfg.nvme_bytes = c->swap ? c->p.nvme_budget : 0;
+	for (int l = 0; l < 4; l++)
+		cfg.bw[l] = c->bw[l];
+	cfg.policy = (enum tc_policy)c->p.policy;
+	free_plan_events(c);
+	if (c->have_plan)
+		tc_plan_free(&c->plan);
+	c->have_plan = 0;
+	/* plan for less than the budget when its allocations would fragment */
+	for (int tries = 0;; tries++) {
+		uint64_t step = c->p.gpu_budget / 32, maxb = 0;
+		int fits;
+
+		ret = tc_plan_build(&c->trace, &cfg, &c->plan);
+		if (ret)
+			break;
+		fits = gpu_fits(c, &c->plan);
+		if (fits < 0) {
+			tc_plan_free(&c->plan);
+			return fits;
+		}
+		if (fits)
+			break;
+		tc_plan_free(&c->plan);
+		for (uint32_t i = 0; i < c->nr; i++)
+			maxb = c->t[i].bytes > maxb ? c->t[i].bytes : maxb;
+		step = step > maxb / 2 ? step : maxb / 2;
+		if (tries == 16 || cfg.gpu_bytes <= step + tc_trace_max_op_bytes(&c->trace)) {
+			ret = -ENOSPC;
+			break;
+		}
+		cfg.gpu_bytes -= step;
+	}
+	if (ret) {
+		tc_fmt_bytes(b1, sizeof(b1), c->p.gpu_budget);
+		tc_fmt_bytes(b2, sizeof(b2), tc_trace_max_op_bytes(&c->trace));
+		if (ret == -ENOSPC)
+			tc_err(c->tc, "cache: cannot plan: the GPU budget (%s) or the pinned/NVMe space is too small (the largest op holds %s)",
+			       b1, b2);
+		else
+			tc_err(c->tc, "cache: planning failed: %s", strerror(-ret));
+		return ret;
+	}
+	if (cfg.gpu_bytes < c->p.gpu_budget) {
+		tc_fmt_bytes(b1, sizeof(b1), c->p.gpu_budget - cfg.gpu_bytes);
+		tc_info(c->tc, "cache: planned with %s less than the GPU budget: room for fragmentation",
+			b1);
+	}
+	c->have_plan = 1;
+	c->opev = calloc(c->plan.nr_ops + 1, sizeof(*c->opev));
+	c->accev = calloc(c->trace.nr_acc + 1, sizeof(*c->accev));
+	if (!c->opev || !c->accev)
+		return -ENOMEM;
+	for (uint32_t k = 0; k < c->plan.nr_ops && !ret; k++) {
+		int kind = c->plan.ops[k].kind;
+
+		ret = xev_init(c, &c->opev[k], kind == TC_OP_FETCH || kind == TC_OP_WRITEBACK ||
+			       kind == TC_OP_ALLOC);
+	}
+	for (uint32_t i = 0; i < c->trace.nr_acc && !ret; i++)
+		ret = xev_init(c, &c->accev[i], !(c->trace.acc[i].flags & TC_ACC_HOST) &&
+			       (c->trace.acc[i].flags & TC_ACC_END));
+	c->nacc_ev = c->trace.nr_acc;
+	if (ret)
+		return ret;
+	for (uint32_t i = 0; i < c->nr && !ret; i++) {
+		struct tc_tstate *t = &c->t[i];
+		uint64_t off;
+
+		t->pinned_home = !c->swap || c->plan.placement[i] != TC_TIER_NVME;
+		if (!t->pinned_home && t->noff < 0) {	/* swap space for good */
+			ret = tencache_swap_alloc(c->swap, t->bytes, &off);
+			if (ret)
+				tc_err(c->tc, "cache: NVMe swap full (%llu bytes wanted)",
+				       (unsigned long long)t->bytes);
+			t->noff = off;
+		}
+	}
+	if (ret)
+		return ret;
+	tc_info(c->tc, "cache: planned %u accesses, %u ops (%s) in %.1f ms: %u tensors on the GPU, %u pinned, %u on NVMe; predicted GPU hits %u of %u",
+		c->trace.nr_acc, c->plan.nr_ops, tc_policy_name(cfg.policy),
+		(tc_now_ns() - t0) / 1e6, c->plan.st.nr_gpu_resident,
+		c->plan.st.nr_pinned_resident, c->plan.st.nr_nvme, c->plan.st.hits,
+		c->plan.st.reads);
+	c->planned = 1;
+	return tc_exec_load_start(c);
+}
+
+/* Put every value in its home, then load the plan's start state. */
+int tc_exec_load_start(struct tencache_cache *c)
+{
+	int ret = tc_exec_quiesce(c);
+
+	/* NVMe-homed values with pinned space go to NVMe first, to make room */
+	for (uint32_t i = 0; i < c->nr && !ret; i++) {
+		struct tc_tstate *t = &c->t[i];
+
+		if (t->pinned_home || t->poff < 0)
+			continue;
+		if (!(t->valid & (TC_V_PINNED | TC_V_NVME)) && (t->valid & TC_V_GPU)) {
+			ret = tc_exec_copy_sync(c, i, TENCACHE_COPY_D2H);
+			t->valid |= TC_V_PINNED;
+		}
+		if (!ret && (t->valid & TC_V_PINNED) && !(t->valid & TC_V_NVME)) {
+			ret = tc_exec_stage_sync(c, i, 1);
+			t->valid |= TC_V_NVME;
+		}
+		ret = ret ?: tencache_pool_free(c->pool, c->pbase + t->poff);
+		t->poff = -1;
+		t->valid &= ~TC_V_PINNED;
+	}
+	/* values only on the GPU go home through pinned memory */
+	for (uint32_t i = 0; i < c->nr && !ret; i++) {
+		struct tc_tstate *t = &c->t[i];
+
+		if (t->valid == TC_V_GPU) {
+			ret = tc_exec_od_to_pinned(c, i);
+			if (!ret && !t->pinned_home) {
+				ret = tc_exec_stage_sync(c, i, 1);
+				t->valid |= TC_V_NVME;
+				ret = ret ?: tencache_pool_free(c->pool, c->pbase + t->poff);
+				t->poff = -1;
+				t->valid &= ~TC_V_PINNED;
+			}
+		}
+		if (!ret && t->goff >= 0) {
+			ret = tencache_arena_free(c->garena, t->goff);
+			t->goff = -1;
+		}
+		t->valid &= ~TC_V_GPU;
+	}
+	for (uint32_t i = 0; i < c->nr && !ret; i++)
+		if (c->t[i].pinned_home || (c->plan.start_pinned[i] & 1))
+			ret = tc_exec_od_to_pinned(c, i);
+	/* in tensor order: the plan's allocations were checked in this order */
+	for (uint32_t i = 0; i < c->nr && !ret; i++) {
+		struct tc_tstate *t = &c->t[i];
+		int staged = 0;
+
+		if (!(c->plan.start_gpu[i] & 1))
+			continue;
+		ret = tc_exec_galloc(c, i);
+		if (ret || !t->valid)
+			continue;	/* no value yet: space only */
+		if (!(t->valid & TC_V_PINNED)) {	/* on NVMe only */
+			ret = tc_exec_od_to_pinned(c, i);
+			staged = 1;
+		}
+		ret = ret ?: tc_exec_copy_sync(c, i, TENCACHE_COPY_H2D);
+		t->valid |= TC_V_GPU;
+		if (!ret && staged && !(c->plan.start_pinned[i] & 1)) {
+			ret = tencache_pool_free(c->pool, c->pbase + t->poff);
+			t->poff = -1;
+			t->valid &= ~TC_V_PINNED;
+		}
+	}
+	return ret ?: tc_exec_quiesce(c);
+}
+
+int tc_exec_leave_plan(struct tencache_cache *c, const char *why)
+{
+	int ret = tc_exec_quiesce(c);
+
+	c->planned = 0;
+	c->want_plan = 0;
+	c->profiled = 0;
+	c->skip_learn = 1;
+	/* the rest of this step runs on demand; its record is not learnt */
+	tc_trace_free(&c->rec);
+	tc_trace_init(&c->rec);
+	for (uint32_t i = 0; i < c->nr && !ret; i++)
+		ret = tc_trace_add_tensor(&c->rec, c->t[i].bytes, c->t[i].role) < 0 ? -ENOMEM : 0;
+	c->st.reprofiles++;
+	tc_warn(c->tc, "cache: step %llu: %s at access %u; profiling the order again",
+		(unsigned long long)c->st.steps + 1, why, c->pos);
+	return ret;
+}
+
+int tc_exec_step_sync(struct tencache_cache *c)
+{
+	int ret = tc_exec_quiesce(c);
+
+	return ret ?: tc_exec_timeline_resolve(c);
+}
+
+int tc_exec_flush(struct tencache_cache *c)
+{
+	int ret = tc_exec_quiesce(c);
+
+	for (uint32_t i = 0; i < c->nr && !ret; i++) {
+		struct tc_tstate *t = &c->t[i];
+
+		if (t->valid == TC_V_GPU)
+			ret = tc_exec_od_to_pinned(c, i);
+		if (!ret && !t->pinned_home && t->valid == TC_V_PINNED) {
+			ret = tc_exec_stage_sync(c, i, 1);
+			t->valid |= TC_V_NVME;
+		}
+	}
+	c->reload = 1;
+	return ret;
+}
+
+void tencache_cache_destroy(struct tencache_cache *c)
+{
+	if (!c)
+		return;
+	if (c->frozen)
+		tc_exec_quiesce(c);
+	if (c->sthread_on) {
+		pthread_mutex_lock(&c->slock);
+		c->sexit = 1;
+		pthread_cond_broadcast(&c->scond);
+		pthread_mutex_unlock(&c->slock);
+		pthread_join(c->sthread, NULL);
+	}
+	if (c->dev) {
+		free_plan_events(c);
+		for (uint32_t i = 0; i < c->nr; i++)
+			xev_fini(c, &c->t[i].ready);
+		tc_exec_timeline_free(c);
+		if (c->step_ev)
+			c->dev->ops->event_destroy(c->dev, c->step_ev);
+		c->dev->ops->stream_destroy(c->dev, c->h2d);
+		c->dev->ops->stream_destroy(c->dev, c->d2h);
+	}
+	if (c->have_plan)
+		tc_plan_free(&c->plan);
+	tc_trace_free(&c->rec);
+	tc_trace_free(&c->trace);
+	if (c->stage)
+		tencache_stage_destroy(c->stage);
+	if (c->swap)
+		tencache_swap_destroy(c->swap);
+	if (c->pool)
+		tencache_pool_destroy(c->pool);
+	if (c->garena)
+		tencache_arena_destroy(c->garena);
+	if (c->dev)
+		c->dev->ops->close(c->dev);
+	free(c->frees);
+	free(c->gfreed);
+	free(c->t);
+	free(c);
+}

@@ -1,0 +1,177 @@
+/*
+ * timeline.c - what the last step did, per stream, as Chrome trace-event
+ * JSON (opens in Perfetto / chrome://tracing): copies on the H2D and D2H
+ * streams, NVMe staging, compute, host ops and the host's stalls in
+ * acquire. Device spans are bracketed by timing events and turned into host
+ * time at the end of the step, relative to an event recorded at its start.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/exec.h"
+
+static const char *const tl_names[TC_TL_NR] = {
+	"H2D", "D2H", "NVMe read", "NVMe write", "compute", "host op", "acquire stall",
+};
+
+static struct tc_tl_span *tl_push(struct tencache_cache *c)
+{
+	if (c->tl_nr == c->tl_cap) {
+		uint32_t ncap = c->tl_cap ? 2 * c->tl_cap : 1024;
+		struct tc_tl_span *n = realloc(c->tl, ncap * sizeof(*n));
+
+		if (!n)
+			return NULL;
+		c->tl = n;
+		c->tl_cap = ncap;
+	}
+	memset(&c->tl[c->tl_nr], 0, sizeof(c->tl[0]));
+	return &c->tl[c->tl_nr++];
+}
+
+void tc_exec_timeline_step(struct tencache_cache *c)
+{
+	c->tl_nr = 0;
+	c->tl_evs_used = 0;
+}
+
+/* A span the host timed itself (staging worker, stalls, host ops). */
+void tc_exec_timeline_add(struct tencache_cache *c, int kind, uint32_t id,
+			  uint64_t t0, uint64_t t1)
+{
+	struct tc_tl_span *sp;
+
+	if (!c->timeline_on)
+		return;
+	if (kind == TC_TL_NVME_RD || kind == TC_TL_NVME_WR)
+		pthread_mutex_lock(&c->slock);	/* from the staging worker */
+	sp = tl_push(c);
+	if (sp)
+		*sp = (struct tc_tl_span){ .kind = kind, .id = id, .t0 = t0, .t1 = t1 };
+	if (kind == TC_TL_NVME_RD || kind == TC_TL_NVME_WR)
+		pthread_mutex_unlock(&c->slock);
+}
+
+static int tl_event(struct tencache_cache *c, void **e)
+{
+	if (c->tl_evs_used == c->tl_evs_nr) {
+		void **n = realloc(c->tl_evs, (c->tl_evs_nr + 256) * sizeof(*n));
+		int ret;
+
+		if (!n)
+			return -ENOMEM;
+		c->tl_evs = n;
+		for (uint32_t i = 0; i < 256; i++) {
+			ret = c->dev->ops->event_create(c->dev, 1, &c->tl_evs[c->tl_evs_nr]);
+			if (ret)
+				return ret;
+			c->tl_evs_nr++;
+		}
+	}
+	*e = c->tl_evs[c->tl_evs_used++];
+	return 0;
+}
+
+int tc_exec_timeline_mark(struct tencache_cache *c, void *s, int kind, uint32_t id, int end)
+{
+	struct tc_tl_span *sp = NULL;
+	void *e;
+	int ret;
+
+	if (!c->timeline_on || !c->in_step)
+		return 0;
+	ret = tl_event(c, &e);
+	ret = ret ?: c->dev->ops->record(c->dev, e, s);
+	if (ret)
+		return ret;
+	if (!end) {
+		pthread_mutex_lock(&c->slock);
+		sp = tl_push(c);
+		if (sp)
+			*sp = (struct tc_tl_span){ .kind = kind, .id = id, .ev0 = e };
+		pthread_mutex_unlock(&c->slock);
+		return sp ? 0 : -ENOMEM;
+	}
+	/* the latest open span of this kind and id (one stream per kind) */
+	pthread_mutex_lock(&c->slock);
+	for (uint32_t i = c->tl_nr; i-- > 0;)
+		if (c->tl[i].kind == kind && c->tl[i].id == id && c->tl[i].ev0 && !c->tl[i].ev1) {
+			c->tl[i].ev1 = e;
+			break;
+		}
+	pthread_mutex_unlock(&c->slock);
+	return 0;
+}
+
+/* After the step's work is done: device spans to host time. */
+int tc_exec_timeline_resolve(struct tencache_cache *c)
+{
+	uint64_t a, b;
+
+	if (!c->timeline_on)
+		return 0;
+	for (uint32_t i = 0; i < c->tl_nr; i++) {
+		struct tc_tl_span *sp = &c->tl[i];
+
+		if (!sp->ev0 || !sp->ev1)
+			continue;
+		if (c->dev->ops->elapsed(c->dev, c->step_ev, sp->ev0, &a) ||
+		    c->dev->ops->elapsed(c->dev, c->step_ev, sp->ev1, &b))
+			continue;
+		sp->t0 = c->step_t0 + a;
+		sp->t1 = c->step_t0 + b;
+		sp->ev0 = sp->ev1 = NULL;
+	}
+	return 0;
+}
+
+void tc_exec_timeline_free(struct tencache_cache *c)
+{
+	for (uint32_t i = 0; i < c->tl_evs_nr; i++)
+		c->dev->ops->event_destroy(c->dev, c->tl_evs[i]);
+	free(c->tl_evs);
+	free(c->tl);
+	c->tl_evs = NULL;
+	c->tl = NULL;
+	c->tl_nr = c->tl_cap = c->tl_evs_nr = c->tl_evs_used = 0;
+}
+
+int tencache_cache_timeline(struct tencache_cache *c, const char *path)
+{
+	FILE *f;
+	int first = 1, ret = 0;
+
+	if (!c || !path)
+		return -EINVAL;
+	if (!c->timeline_on)
+		return -ENODATA;
+	f = fopen(path, "w");
+	if (!f)
+		return -errno;
+	fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
+	for (int k = 0; k < TC_TL_NR; k++) {
+		fprintf(f, "%s{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,"
+			"\"args\":{\"name\":\"%s\"}}", first ? "" : ",\n", k + 1, tl_names[k]);
+		first = 0;
+	}
+	for (uint32_t i = 0; i < c->tl_nr; i++) {
+		const struct tc_tl_span *sp = &c->tl[i];
+
+		if (sp->ev0 || sp->t1 < sp->t0 || sp->t0 < c->step_t0)
+			continue;	/* unresolved */
+		fprintf(f, ",\n{\"name\":\"%s %u\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":1,"
+			"\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"%s\":%u}}",
+			sp->kind == TC_TL_COMPUTE || sp->kind == TC_TL_HOSTOP ? "op" : "tensor",
+			sp->id, tl_names[sp->kind], sp->kind + 1,
+			(sp->t0 - c->step_t0) / 1e3, (sp->t1 - sp->t0) / 1e3,
+			sp->kind == TC_TL_COMPUTE || sp->kind == TC_TL_HOSTOP ? "access" : "tensor",
+			sp->id);
+	}
+	fprintf(f, "\n]}\n");
+	if (ferror(f))
+		ret = -EIO;
+	if (fclose(f) && !ret)
+		ret = -errno;
+	return ret;
+}

@@ -1,0 +1,287 @@
+/* cache_host.c - the tensor cache in host mode (CPU-only), end to end: a
+ * random cyclic step of ops is run through profiling and planned steps for
+ * every policy, with and without an NVMe tier, and every value read is
+ * checked against a model of what was last written. Also an order change
+ * (re-profiling), flush, and every bad input of the cache API. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tencache.h"
+#include "test.h"
+
+#define NT	40
+#define NOPS	60
+#define KiB	1024ULL
+
+struct acc { int id; unsigned flags; };
+struct op { int n, host; struct acc a[3]; };
+
+static uint64_t bytes[NT];
+static uint32_t version[NT];
+static struct op ops[NOPS];
+
+static void fill(uint32_t *p, uint64_t len, uint32_t v)
+{
+	for (uint64_t i = 0; i < len / 4; i++)
+		p[i] = v ^ (uint32_t)(i * 2654435761u);
+}
+
+static int check(const uint32_t *p, uint64_t len, uint32_t v)
+{
+	for (uint64_t i = 0; i < len / 4; i++)
+		if (p[i] != (v ^ (uint32_t)(i * 2654435761u)))
+			return 0;
+	return 1;
+}
+
+static uint32_t val(int id)
+{
+	return (uint32_t)id * 100000u + version[id];
+}
+
+static void gen(unsigned seed)
+{
+	srand(seed);
+	for (int i = 0; i < NT; i++)
+		bytes[i] = (1 + rand() % 64) * 4 * KiB;
+	for (int o = 0; o < NOPS; o++) {
+		ops[o].n = 1 + rand() % 3;
+		ops[o].host = rand() % 100 < 15;
+		for (int k = 0; k < ops[o].n; k++) {
+			int r = rand() % 100, dup;
+
+			do {	/* distinct tensors within an op */
+				ops[o].a[k].id = rand() % NT;
+				dup = 0;
+				for (int j = 0; j < k; j++)
+					dup |= ops[o].a[j].id == ops[o].a[k].id;
+			} while (dup);
+			ops[o].a[k].flags = r < 70 ? TENCACHE_ACQ_READ :
+					    r < 90 ? TENCACHE_ACQ_READ | TENCACHE_ACQ_WRITE :
+						     TENCACHE_ACQ_WRITE;
+		}
+	}
+}
+
+/* One step; ops o and o+1 swapped when swap >= 0. Returns 0 or a failure. */
+static int step(struct tencache_cache *c, int swap)
+{
+	int ret = tencache_step_begin(c);
+
+	if (ret)
+		return ret;
+	for (int oi = 0; oi < NOPS; oi++) {
+		const struct op *op = &ops[oi == swap ? oi + 1 : oi == swap + 1 && swap >= 0 ? swap : oi];
+		void *p[3];
+
+		for (int k = 0; k < op->n; k++) {
+			unsigned fl = op->a[k].flags | (op->host ? TENCACHE_ACQ_HOST : 0);
+
+			ret = tencache_acquire(c, op->a[k].id, fl, NULL, &p[k]);
+			if (ret) {
+				fprintf(stderr, "acquire %d: %d\n", op->a[k].id, ret);
+				return ret;
+			}
+		}
+		/* host mode: the "kernels" run in this thread */
+		for (int k = 0; k < op->n; k++) {
+			int id = op->a[k].id;
+
+			if ((op->a[k].flags & TENCACHE_ACQ_READ) && !check(p[k], bytes[id], val(id))) {
+				fprintf(stderr, "tensor %d: stale value (op %d, want version %u)\n",
+					id, oi, version[id]);
+				return -EIO;
+			}
+			if (op->a[k].flags & TENCACHE_ACQ_WRITE) {
+				version[id]++;
+				fill(p[k], bytes[id], val(id));
+			}
+		}
+		for (int k = 0; k < op->n; k++) {
+			ret = tencache_release(c, op->a[k].id, NULL, k ? 0 : 20000);
+			if (ret)
+				return ret;
+		}
+	}
+	return tencache_step_end(c);
+}
+
+static int run(struct tencache *tc, unsigned policy, int nvme, const char *dir)
+{
+	struct tencache_cache_params p = { .flags = TENCACHE_CACHE_HOST_MODE |
+					   TENCACHE_CACHE_TIMELINE, .policy = policy };
+	struct tencache_cache_stats st;
+	struct tencache_cache *c;
+	uint64_t total = 0;
+	char path[512], tl[512];
+	int ret, s;
+
+	for (int i = 0; i < NT; i++)
+		total += bytes[i];
+	p.gpu_budget = total / 4;
+	if (p.gpu_budget < 3 * 256 * KiB)
+		p.gpu_budget = 3 * 256 * KiB;
+	if (nvme) {
+		snprintf(path, sizeof(path), "%s/tencache-cache-test.swap", dir);
+		p.pinned_budget = total / 2;
+		p.nvme_budget = total * 2;
+		p.nvme_path = path;
+	}
+	T_EQ(tencache_cache_create(tc, &c, &p), 0);
+	for (int i = 0; i < NT; i++)
+		T_EQ(tencache_tensor_register(c, bytes[i], TENCACHE_ROLE_PARAM_FP16), i);
+	for (int i = 0; i < NT; i++) {
+		void *h;
+
+		version[i] = 0;
+		ret = tencache_tensor_host(c, i, &h);
+		if (ret) {
+			fprintf(stderr, "tensor_host(%d): %d\n", i, ret);
+			tencache_cache_destroy(c);
+			return ret;
+		}
+		fill(h, bytes[i], val(i));
+	}
+	/* 1 profiled + 4 planned, an order change, 1 re-profiled + 2 planned */
+	for (s = 0; s < 8; s++) {
+		ret = step(c, s == 5 ? 10 : -1);
+		if (ret) {
+			fprintf(stderr, "policy %u nvme %d: step %d failed: %d\n", policy, nvme, s, ret);
+			tencache_cache_destroy(c);
+			return ret;
+		}
+	}
+	T_EQ(tencache_cache_stats(c, &st), 0);
+	T_EQ(st.steps, 8);
+	T_EQ(st.reprofiles, 1);
+	T_EQ(st.planned_steps, 5);	/* steps 1-4 and 7 (5 broke, 6 re-profiled) */
+	T_CHECK(st.acquires > 0 && st.hits <= st.acquires, "hits %llu of %llu",
+		(unsigned long long)st.hits, (unsigned long long)st.acquires);
+	if (nvme)
+		T_CHECK(st.link_bytes[2] > 0 && st.link_bytes[3] > 0, "no NVMe traffic");
+	snprintf(tl, sizeof(tl), "%s/tencache-timeline-%d.json", dir, getpid());
+	T_EQ(tencache_cache_timeline(c, tl), 0);
+	unlink(tl);
+	/*
+	 * flush: every live value back home, readable from the host. A value
+	 * the step overwrites before it reads it again is dead between steps
+	 * and need not be kept.
+	 */
+	T_EQ(tencache_cache_flush(c), 0);
+	for (int i = 0; i < NT; i++) {
+		int live = 0, seen = 0;
+		void *h;
+
+		for (int o = 0; o < NOPS && !seen; o++)
+			for (int k = 0; k < ops[o].n; k++)
+				if (ops[o].a[k].id == i && !seen) {
+					seen = 1;
+					live = !!(ops[o].a[k].flags & TENCACHE_ACQ_READ);
+				}
+		T_EQ(tencache_tensor_host(c, i, &h), 0);
+		if (live)
+			T_CHECK(check(h, bytes[i], val(i)), "tensor %d after flush", i);
+	}
+	printf("policy %u nvme %d: hits %llu/%llu, H2D %llu KiB, D2H %llu KiB, NVMe %llu/%llu KiB\n",
+	       policy, nvme, (unsigned long long)st.hits, (unsigned long long)st.acquires,
+	       (unsigned long long)st.link_bytes[0] / 1024, (unsigned long long)st.link_bytes[1] / 1024,
+	       (unsigned long long)st.link_bytes[2] / 1024, (unsigned long long)st.link_bytes[3] / 1024);
+	tencache_cache_destroy(c);
+	return 0;
+}
+
+static void bad_input(struct tencache *tc)
+{
+	struct tencache_cache_params p = { .flags = TENCACHE_CACHE_HOST_MODE, .gpu_budget = 1 << 20 };
+	struct tencache_cache *c;
+	void *ptr;
+
+	T_EQ(tencache_cache_create(NULL, &c, &p), -EINVAL);
+	T_EQ(tencache_cache_create(tc, &c, NULL), -EINVAL);
+	p.gpu_budget = 0;
+	T_EQ(tencache_cache_create(tc, &c, &p), -EINVAL);
+	p.gpu_budget = 1 << 20;
+	p.__reserved[3] = 1;
+	T_EQ(tencache_cache_create(tc, &c, &p), -EINVAL);
+	p.__reserved[3] = 0;
+	p.flags = 0x100;
+	T_EQ(tencache_cache_create(tc, &c, &p), -EINVAL);
+	p.flags = TENCACHE_CACHE_HOST_MODE;
+	p.policy = 99;
+	T_EQ(tencache_cache_create(tc, &c, &p), -EINVAL);
+	p.policy = 0;
+	p.nvme_budget = 1 << 20;	/* without a path and a pinned budget */
+	T_EQ(tencache_cache_create(tc, &c, &p), -EINVAL);
+	p.nvme_budget = 0;
+	T_EQ(tencache_cache_create(tc, &c, &p), 0);
+	T_EQ(tencache_tensor_register(c, 0, TENCACHE_ROLE_GRAD), -EINVAL);
+	T_EQ(tencache_tensor_register(c, 4096, 77), -EINVAL);
+	T_EQ(tencache_acquire(c, 0, TENCACHE_ACQ_READ, NULL, &ptr), -EINVAL); /* no step */
+	T_EQ(tencache_step_begin(c), -EINVAL);	/* no tensors */
+	T_EQ(tencache_tensor_register(c, 4096, TENCACHE_ROLE_GRAD), 0);
+	T_EQ(tencache_tensor_register(c, 8192, TENCACHE_ROLE_GRAD), 1);
+	T_EQ(tencache_step_begin(c), 0);
+	T_EQ(tencache_tensor_register(c, 4096, TENCACHE_ROLE_GRAD), -EBUSY);
+	T_EQ(tencache_step_begin(c), -EINVAL);	/* already in a step */
+	T_EQ(tencache_acquire(c, 2, TENCACHE_ACQ_READ, NULL, &ptr), -EINVAL);
+	T_EQ(tencache_acquire(c, -1, TENCACHE_ACQ_READ, NULL, &ptr), -EINVAL);
+	T_EQ(tencache_acquire(c, 0, 0, NULL, &ptr), -EINVAL);
+	T_EQ(tencache_acquire(c, 0, 0x80 | TENCACHE_ACQ_READ, NULL, &ptr), -EINVAL);
+	T_EQ(tencache_acquire(c, 0, TENCACHE_ACQ_READ, NULL, NULL), -EINVAL);
+	T_EQ(tencache_release(c, 0, NULL, 0), -ENOENT);
+	T_EQ(tencache_acquire(c, 0, TENCACHE_ACQ_READ, NULL, &ptr), 0);
+	T_EQ(tencache_acquire(c, 0, TENCACHE_ACQ_READ, NULL, &ptr), -EBUSY);
+	/* an op is all host or all GPU */
+	T_EQ(tencache_acquire(c, 1, TENCACHE_ACQ_READ | TENCACHE_ACQ_HOST, NULL, &ptr), -EINVAL);
+	T_EQ(tencache_step_end(c), -EBUSY);	/* tensor 0 still held */
+	T_EQ(tencache_tensor_host(c, 0, &ptr), -EINVAL);	/* inside a step */
+	T_EQ(tencache_release(c, 0, NULL, 0), 0);
+	T_EQ(tencache_step_end(c), 0);
+	T_EQ(tencache_step_end(c), -EINVAL);
+	T_EQ(tencache_cache_timeline(c, "/tmp/x.json"), -ENODATA);
+	tencache_cache_destroy(c);
+
+	/* a budget below the largest tensor: a clear error, not a crash */
+	p.gpu_budget = 4096;
+	T_EQ(tencache_cache_create(tc, &c, &p), 0);
+	T_EQ(tencache_tensor_register(c, 8192, TENCACHE_ROLE_GRAD), 0);
+	T_EQ(tencache_step_begin(c), -ENOSPC);
+	tencache_cache_destroy(c);
+}
+
+int main(int argc, char **argv)
+{
+	struct tencache_params tp = { .flags = TENCACHE_F_NO_CUDA, .log_level = TENCACHE_LOG_WARN,
+				      .pool_backend = TENCACHE_POOL_THP };
+	const char *dir = getenv("TEST_DIR") ? getenv("TEST_DIR") : "/var/tmp";
+	struct tencache *tc;
+	char probe[512];
+	int odirect, fd;
+
+	T_EQ(tencache_init(&tc, &tp), 0);
+	if (t_failures)
+		return T_EXIT_FAIL;
+	bad_input(tc);
+	snprintf(probe, sizeof(probe), "%s/tencache-odirect-probe", dir);
+	fd = open(probe, O_RDWR | O_CREAT | O_DIRECT, 0600);
+	odirect = fd >= 0;
+	if (fd >= 0)
+		close(fd);
+	unlink(probe);
+	for (unsigned seed = 1; seed <= 3; seed++) {
+		gen(seed);
+		for (unsigned pol = TENCACHE_POLICY_OURS; pol <= TENCACHE_POLICY_10CACHE; pol++) {
+			T_EQ(run(tc, pol, 0, dir), 0);
+			if (odirect)
+				T_EQ(run(tc, pol, 1, dir), 0);
+		}
+	}
+	if (!odirect)
+		printf("NVMe tier not tested: %s refuses O_DIRECT\n", dir);
+	tencache_exit(tc);
+	return t_exit();
+}
