@@ -1,13 +1,1103 @@
-/* replay.c - tencache-bench replay: a transformer training step's tensor
- * trace replayed through the tensor cache, one run per policy. */
+/*
+ * replay.c - tencache-bench replay: the main job. Generates the tensor trace
+ * of one transformer training step from a model config (runtime/plan's
+ * generator), then replays it through the real tensor cache (the public
+ * trainer API) once per policy, side by side: step time, GPU hit rate, stall,
+ * bytes per link, the planner's timing-model prediction (tc_sim_run) and the
+ * bound max(compute, bytes moved / link bandwidth). Writes a JSON result, the
+ * Perfetto timeline of our policy and a PNG plot (tools/plot_replay.py).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <spawn.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "tencache.h"
+#include "plan/plan.h"
 
 int bench_replay(int argc, char **argv);
 
+extern char **environ;
+
+#define MB	1e6
+#define MAX_STEPS 1000
+
+/* The embedded default: OPT-1.3B's shape scaled to ~85M parameters (1.4 GB
+ * of fp16/fp32 state), so that host mode runs on a small CPU-only machine. */
+#define DEF_MODEL	"opt-1.3b"
+#define DEF_HIDDEN	512
+#define DEF_VOCAB	16384
+
+static const struct {
+	const char *name;	/* as typed in --policies */
+	unsigned pol;		/* enum tencache_policy */
+	enum tc_policy tp;	/* the planner's twin */
+} policies[] = {
+	{ "ours", TENCACHE_POLICY_OURS, TC_POLICY_OURS },
+	{ "lru", TENCACHE_POLICY_LRU, TC_POLICY_LRU },
+	{ "zero", TENCACHE_POLICY_ZERO, TC_POLICY_ZERO },
+	{ "10cache", TENCACHE_POLICY_10CACHE, TC_POLICY_10CACHE },
+};
+#define NR_POL (sizeof(policies) / sizeof(policies[0]))
+
+static const char *const link_names[TC_LINK_NR] = { "H2D", "D2H", "NVMe-rd", "NVMe-wr" };
+
+struct opts {
+	const char *model, *out, *timeline, *plot, *nvme, *table;
+	const char *gpu_budget, *pinned_budget, *nvme_budget;
+	uint32_t layers, hidden, vocab;
+	struct tc_gen_cfg gen;
+	uint32_t steps, warmup, profile;
+	bool host, have_bw, pol[NR_POL];
+	double bw[TC_LINK_NR];	/* B/s */
+};
+
+/* What one policy's run gave. */
+struct result {
+	bool ran;
+	int err;			/* -errno of a failure, 0 */
+	uint64_t step_ns[MAX_STEPS];	/* measured steps, wall */
+	uint64_t step_mean_ns, step_min_ns;
+	uint64_t acquires, hits, stall_ns, late;	/* per measured step */
+	uint64_t link_bytes[TC_LINK_NR];		/* per measured step */
+	uint64_t planned_steps, reprofiles, gpu_peak;
+	double decision_ns;		/* per acquire/release decision */
+	/* the planner's view */
+	int plan_err;
+	double plan_hit;		/* planned GPU hit rate */
+	struct tc_sim_result sim;
+	uint64_t bound_ns;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+static int usage(void)
+{
+	fprintf(stderr,
+"usage: tencache-bench replay [options]\n"
+"  Replays a transformer training step's tensor trace through the tensor cache,\n"
+"  one run per policy, and prints them side by side.\n"
+"model:\n"
+"  --model NAME|PATH   opt-1.3b opt-6.7b opt-13b llama-2-7b llama-2-13b, or an HF\n"
+"                      config.json. Default: the embedded small model, opt-1.3b\n"
+"                      scaled with --hidden %d --vocab %d (84.5M params, runs in\n"
+"                      host mode in ~2 GB of memory)\n"
+"  --layers N --hidden N --vocab N   override the shape (ffn and heads follow\n"
+"                      hidden, keeping the head size)\n"
+"  --batch N --seq N   tokens per step (default 8 x 1024)\n"
+"  --tflops X          GPU rate for compute times (default 400)\n"
+"  --adam-rate X       optimizer params/s (default 2e9, CPU Adam)\n"
+"  --gpu-adam          run Adam on the GPU instead of the host\n"
+"cache:\n"
+"  --gpu-budget B|P%%   GPU bytes (K/M/G suffixes, binary) or %% of the fp16/bf16\n"
+"                      params (default 25%%)\n"
+"  --nvme PATH         NVMe tier: swap file (created and removed)\n"
+"  --pinned-budget B|P%%  pinned bytes with --nvme (%% of all tensor bytes;\n"
+"                      default 50%%)\n"
+"  --nvme-budget B     NVMe bytes (default: all tensor bytes)\n"
+"  --bw H2D,D2H[,NVR,NVW]  link bandwidths in GB/s, given to the cache and the\n"
+"                      timing model (default: host mode measures memcpy; on a GPU\n"
+"                      the cache calibrates and the model uses the H200 figures)\n"
+"  --host              host mode even with a GPU (always without one)\n"
+"  --policies LIST     comma list of ours,lru,zero,10cache (default: all)\n"
+"  --table PATH        keep the learnt table there (the cache's table_path)\n"
+"run:\n"
+"  --steps N           measured steps per policy (default 4)\n"
+"  --warmup N          unmeasured steps first (default 2: profile + first plan)\n"
+"  --profile N         of which profiled by the cache (default 1)\n"
+"output:\n"
+"  -o, --out PATH      JSON result\n"
+"  --timeline PATH     Perfetto (Chrome trace JSON) timeline of our policy's run\n"
+"  --plot PATH         PNG plot (python3 + matplotlib, tools/plot_replay.py)\n",
+		DEF_HIDDEN, DEF_VOCAB);
+	return 2;
+}
+
+/* ---- option parsing ------------------------------------------------------- */
+
+/* an integer in [lo, hi] */
+static int parse_range(const char *s, unsigned long lo, unsigned long hi, uint32_t *v)
+{
+	char *end;
+	unsigned long x;
+
+	errno = 0;
+	x = strtoul(s, &end, 10);
+	if (errno || end == s || *end || *s == '-' || x < lo || x > hi)
+		return -EINVAL;
+	*v = x;
+	return 0;
+}
+
+static int parse_u32(const char *s, uint32_t *v)
+{
+	return parse_range(s, 1, UINT32_MAX, v);
+}
+
+static int parse_double(const char *s, double *v)
+{
+	char *end;
+
+	errno = 0;
+	*v = strtod(s, &end);
+	return errno || end == s || *end || !(*v > 0) || !isfinite(*v) ? -EINVAL : 0;
+}
+
+/* "25%" -> of base; "512M", "2G", "123" -> bytes. */
+static int parse_bytes(const char *s, uint64_t base, uint64_t *v)
+{
+	char *end;
+	double x;
+
+	errno = 0;
+	x = strtod(s, &end);
+	if (errno || end == s || !(x > 0) || !isfinite(x))
+		return -EINVAL;
+	if (!strcmp(end, "%")) {
+		if (x > 100)
+			return -EINVAL;
+		*v = (uint64_t)(base * x / 100);
+		return *v ? 0 : -EINVAL;
+	}
+	switch (*end) {
+	case 0: break;
+	case 'k': case 'K': x *= 1ULL << 10; end++; break;
+	case 'm': case 'M': x *= 1ULL << 20; end++; break;
+	case 'g': case 'G': x *= 1ULL << 30; end++; break;
+	case 't': case 'T': x *= 1ULL << 40; end++; break;
+	default: return -EINVAL;
+	}
+	if (*end == 'i')
+		end++;
+	if (*end == 'B')
+		end++;
+	if (*end || x >= 1.8e19)
+		return -EINVAL;
+	*v = (uint64_t)x;
+	return 0;
+}
+
+static int parse_bw(const char *s, double *bw)
+{
+	char *copy = strdup(s), *tok, *save = NULL;
+	int n = 0, ret = 0;
+
+	if (!copy)
+		return -ENOMEM;
+	for (tok = strtok_r(copy, ",", &save); tok && !ret; tok = strtok_r(NULL, ",", &save)) {
+		if (n == TC_LINK_NR || parse_double(tok, &bw[n]))
+			ret = -EINVAL;
+		else
+			bw[n++] *= 1e9;
+	}
+	free(copy);
+	if (!ret && n < 2)
+		ret = -EINVAL;
+	/* NVMe figures default to the planner's when only the PCIe ones are given */
+	if (!ret && n == 2) {
+		struct tc_plan_cfg d;
+
+		tc_plan_cfg_default(&d);
+		bw[TC_LINK_NVME_RD] = d.bw[TC_LINK_NVME_RD];
+		bw[TC_LINK_NVME_WR] = d.bw[TC_LINK_NVME_WR];
+	}
+	return ret;
+}
+
+static int parse_policies(const char *s, bool *pol)
+{
+	char *copy = strdup(s), *tok, *save = NULL;
+	int ret = 0, any = 0;
+
+	if (!copy)
+		return -ENOMEM;
+	memset(pol, 0, NR_POL * sizeof(*pol));
+	for (tok = strtok_r(copy, ",", &save); tok && !ret; tok = strtok_r(NULL, ",", &save)) {
+		unsigned i;
+
+		for (i = 0; i < NR_POL; i++)
+			if (!strcmp(tok, policies[i].name) ||
+			    !strcmp(tok, tc_policy_name(policies[i].tp)))
+				break;
+		if (i == NR_POL)
+			ret = -EINVAL;
+		else
+			pol[i] = true, any = 1;
+	}
+	free(copy);
+	return ret ? ret : any ? 0 : -EINVAL;
+}
+
+enum {
+	O_MODEL = 256, O_LAYERS, O_HIDDEN, O_VOCAB, O_BATCH, O_SEQ, O_TFLOPS, O_ADAM,
+	O_GPU_ADAM, O_GPU_BUDGET, O_PINNED_BUDGET, O_NVME_BUDGET, O_NVME, O_BW, O_HOST,
+	O_POLICIES, O_TABLE, O_STEPS, O_WARMUP, O_PROFILE, O_TIMELINE, O_PLOT,
+};
+
+static int parse_opts(int argc, char **argv, struct opts *o)
+{
+	static const struct option lo[] = {
+		{ "model", 1, 0, O_MODEL }, { "layers", 1, 0, O_LAYERS },
+		{ "hidden", 1, 0, O_HIDDEN }, { "vocab", 1, 0, O_VOCAB },
+		{ "batch", 1, 0, O_BATCH }, { "seq", 1, 0, O_SEQ },
+		{ "tflops", 1, 0, O_TFLOPS }, { "adam-rate", 1, 0, O_ADAM },
+		{ "gpu-adam", 0, 0, O_GPU_ADAM }, { "gpu-budget", 1, 0, O_GPU_BUDGET },
+		{ "pinned-budget", 1, 0, O_PINNED_BUDGET }, { "nvme-budget", 1, 0, O_NVME_BUDGET },
+		{ "nvme", 1, 0, O_NVME }, { "bw", 1, 0, O_BW }, { "host", 0, 0, O_HOST },
+		{ "policies", 1, 0, O_POLICIES }, { "table", 1, 0, O_TABLE },
+		{ "steps", 1, 0, O_STEPS }, { "warmup", 1, 0, O_WARMUP },
+		{ "profile", 1, 0, O_PROFILE }, { "timeline", 1, 0, O_TIMELINE },
+		{ "plot", 1, 0, O_PLOT }, { "out", 1, 0, 'o' }, { "help", 0, 0, 'h' },
+		{ 0 },
+	};
+	int c, bad = 0;
+
+	memset(o, 0, sizeof(*o));
+	tc_gen_cfg_default(&o->gen);
+	o->gpu_budget = "25%";
+	o->steps = 4;
+	o->warmup = 2;
+	o->profile = 1;
+	for (unsigned i = 0; i < NR_POL; i++)
+		o->pol[i] = true;
+	optind = 1;
+	while (!bad && (c = getopt_long(argc, argv, "o:h", lo, NULL)) != -1) {
+		switch (c) {
+		case O_MODEL: o->model = optarg; break;
+		case O_LAYERS: bad = parse_u32(optarg, &o->layers); break;
+		case O_HIDDEN: bad = parse_u32(optarg, &o->hidden); break;
+		case O_VOCAB: bad = parse_u32(optarg, &o->vocab); break;
+		case O_BATCH: bad = parse_u32(optarg, &o->gen.batch); break;
+		case O_SEQ: bad = parse_u32(optarg, &o->gen.seq); break;
+		case O_TFLOPS: bad = parse_double(optarg, &o->gen.tflops); break;
+		case O_ADAM: bad = parse_double(optarg, &o->gen.adam_params_per_s); break;
+		case O_GPU_ADAM: o->gen.opt_on_gpu = true; break;
+		case O_GPU_BUDGET: o->gpu_budget = optarg; break;
+		case O_PINNED_BUDGET: o->pinned_budget = optarg; break;
+		case O_NVME_BUDGET: o->nvme_budget = optarg; break;
+		case O_NVME: o->nvme = optarg; break;
+		case O_BW: bad = parse_bw(optarg, o->bw); o->have_bw = true; break;
+		case O_HOST: o->host = true; break;
+		case O_POLICIES: bad = parse_policies(optarg, o->pol); break;
+		case O_TABLE: o->table = optarg; break;
+		case O_STEPS: bad = parse_range(optarg, 1, MAX_STEPS, &o->steps); break;
+		case O_WARMUP: bad = parse_range(optarg, 0, 100, &o->warmup); break;
+		case O_PROFILE: bad = parse_range(optarg, 1, 100, &o->profile); break;
+		case O_TIMELINE: o->timeline = optarg; break;
+		case O_PLOT: o->plot = optarg; break;
+		case 'o': o->out = optarg; break;
+		case 'h': usage(); return -1;
+		default: return usage();
+		}
+		if (bad) {
+			const char *name = "out";
+
+			for (const struct option *x = lo; x->name; x++)
+				if (x->val == c)
+					name = x->name;
+			fprintf(stderr, "replay: bad value for --%s: %s\n", name, optarg);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "replay: unexpected argument %s\n", argv[optind]);
+		return usage();
+	}
+	if (o->nvme_budget && !o->nvme) {
+		fprintf(stderr, "replay: --nvme-budget needs --nvme PATH\n");
+		return 2;
+	}
+	if (!o->model) {
+		o->model = DEF_MODEL;
+		if (!o->hidden)
+			o->hidden = DEF_HIDDEN;
+		if (!o->vocab)
+			o->vocab = DEF_VOCAB;
+	}
+	return 0;
+}
+
+/* ---- model and trace ------------------------------------------------------ */
+
+static int load_model(const struct opts *o, struct tc_model *m)
+{
+	int ret = tc_model_builtin(o->model, m);
+
+	if (ret == -ENOENT)
+		ret = tc_model_from_hf_file(o->model, m);
+	if (ret) {
+		fprintf(stderr, "replay: model %s: %s (built-in:", o->model, strerror(-ret));
+		for (const char *const *n = tc_model_builtin_names(); *n; n++)
+			fprintf(stderr, " %s", *n);
+		fprintf(stderr, ", or an HF config.json)\n");
+		return ret;
+	}
+	if (o->hidden && o->hidden != m->hidden) {
+		uint32_t hd = m->hidden / m->heads, kvr = m->heads / m->kv_heads;
+
+		if (o->hidden % hd || (o->hidden / hd) % kvr) {
+			fprintf(stderr, "replay: --hidden %u is not a multiple of the head size %u%s\n",
+				o->hidden, hd, kvr > 1 ? " x the GQA group" : "");
+			return -EINVAL;
+		}
+		m->ffn = (uint32_t)((uint64_t)m->ffn * o->hidden / m->hidden);
+		m->heads = o->hidden / hd;
+		m->kv_heads = m->heads / kvr;
+		m->hidden = o->hidden;
+	}
+	if (o->layers)
+		m->layers = o->layers;
+	if (o->vocab)
+		m->vocab = o->vocab;
+	return 0;
+}
+
+/* ---- link bandwidth in host mode: what a memcpy moves ------------------------ */
+
+static double memcpy_bw(void)
+{
+	const size_t len = 64ULL << 20;
+	char *a = malloc(len), *b = malloc(len);
+	double best = 0;
+
+	if (!a || !b) {
+		free(a);
+		free(b);
+		return 0;
+	}
+	memset(a, 1, len);
+	memset(b, 2, len);
+	for (int i = 0; i < 5; i++) {
+		uint64_t t0 = now_ns(), dt;
+
+		memcpy(i & 1 ? a : b, i & 1 ? b : a, len);
+		dt = now_ns() - t0;
+		if (dt && len * 1e9 / dt > best)
+			best = len * 1e9 / dt;
+	}
+	free(a);
+	free(b);
+	return best;
+}
+
+/* ---- the planner's prediction --------------------------------------------- */
+
+static void plan_cfg(const struct tencache_cache_params *cp, const double *bw,
+		     enum tc_policy pol, struct tc_plan_cfg *cfg)
+{
+	tc_plan_cfg_default(cfg);
+	cfg->gpu_bytes = cp->gpu_budget;
+	/* without NVMe every tensor has a pinned home: no pinned limit */
+	cfg->pinned_bytes = cp->nvme_budget ? cp->pinned_budget : UINT64_MAX;
+	cfg->nvme_bytes = cp->nvme_budget;
+	for (int l = 0; l < TC_LINK_NR; l++)
+		cfg->bw[l] = bw[l];
+	cfg->policy = pol;
+}
+
+/* Belady/MIN hit rate for the budget: ours with no prefetch reserve. */
+static int belady_hit(const struct tc_trace *tr, const struct tc_plan_cfg *base, double *hit)
+{
+	struct tc_plan_cfg cfg = *base;
+	struct tc_plan pl;
+	int ret;
+
+	cfg.policy = TC_POLICY_OURS;
+	cfg.reserve_bytes = 0;
+	ret = tc_plan_build(tr, &cfg, &pl);
+	if (ret)
+		return ret;
+	*hit = pl.st.reads ? (double)pl.st.hits / pl.st.reads : 1;
+	tc_plan_free(&pl);
+	return 0;
+}
+
+static void predict(const struct tc_trace *tr, const struct tc_plan_cfg *cfg, struct result *r)
+{
+	struct tc_plan pl;
+
+	r->plan_err = tc_plan_build(tr, cfg, &pl);
+	if (r->plan_err)
+		return;
+	r->plan_hit = pl.st.reads ? (double)pl.st.hits / pl.st.reads : 1;
+	r->plan_err = tc_sim_run(tr, cfg, &pl, 4, &r->sim);
+	tc_plan_free(&pl);
+}
+
+/* max(compute, the busiest link's bytes / bandwidth) */
+static uint64_t bound_ns(uint64_t compute_ns, const uint64_t *bytes, const double *bw)
+{
+	uint64_t b = compute_ns;
+
+	for (int l = 0; l < TC_LINK_NR; l++)
+		if (bytes[l] && bw[l] > 0 && bytes[l] / bw[l] * 1e9 > b)
+			b = (uint64_t)(bytes[l] / bw[l] * 1e9);
+	return b;
+}
+
+/* ---- the replay through the cache ----------------------------------------- */
+
+static const char *pol_label(unsigned i)
+{
+	return tc_policy_name(policies[i].tp);
+}
+
+static int fail(const char *what, int ret)
+{
+	fprintf(stderr, "replay: %s: %s\n", what, strerror(-ret));
+	return ret;
+}
+
+/* One step: ops in trace order; an op's tensors are acquired, then released,
+ * the first with the op's compute time. */
+static int run_step(struct tencache_cache *c, const struct tc_trace *tr, const int *ids)
+{
+	uint32_t start = 0;
+	int ret;
+
+	ret = tencache_step_begin(c);
+	if (ret)
+		return fail("tencache_step_begin", ret);
+	for (uint32_t i = 0; i < tr->nr_acc; i++) {
+		const struct tc_access *a = &tr->acc[i];
+		unsigned fl = 0;
+		void *ptr;
+
+		if (a->flags & TC_ACC_READ)
+			fl |= TENCACHE_ACQ_READ;
+		if (a->flags & TC_ACC_WRITE)
+			fl |= TENCACHE_ACQ_WRITE;
+		if (a->flags & TC_ACC_HOST)
+			fl |= TENCACHE_ACQ_HOST;
+		ret = tencache_acquire(c, ids[a->tensor], fl, NULL, &ptr);
+		if (ret) {
+			fprintf(stderr, "replay: acquire of tensor %u (access %u): %s\n",
+				a->tensor, i, strerror(-ret));
+			return ret;
+		}
+		if (!(a->flags & TC_ACC_END))
+			continue;
+		for (uint32_t j = start; j <= i; j++) {
+			ret = tencache_release(c, ids[tr->acc[j].tensor], NULL,
+					       j == start ? a->compute_ns : 0);
+			if (ret) {
+				fprintf(stderr, "replay: release of tensor %u (access %u): %s\n",
+					tr->acc[j].tensor, j, strerror(-ret));
+				return ret;
+			}
+		}
+		start = i + 1;
+	}
+	ret = tencache_step_end(c);
+	return ret ? fail("tencache_step_end", ret) : 0;
+}
+
+static int run_policy(struct tencache *tc, const struct opts *o, const struct tc_trace *tr,
+		      const struct tencache_cache_params *base, unsigned pi, bool timeline,
+		      struct result *r)
+{
+	struct tencache_cache_params cp = *base;
+	struct tencache_cache_stats s0, s1;
+	struct tencache_cache *c;
+	const char *name = pol_label(pi);
+	unsigned total = o->warmup + o->steps;
+	uint64_t sum = 0, planned = 0;
+	int *ids, ret;
+
+	ids = malloc(tr->nr_tensors * sizeof(*ids));
+	if (!ids)
+		return -ENOMEM;
+	cp.policy = policies[pi].pol;
+	if (timeline)
+		cp.flags |= TENCACHE_CACHE_TIMELINE;
+	ret = tencache_cache_create(tc, &c, &cp);
+	if (ret) {
+		free(ids);
+		return fail("tencache_cache_create", ret);
+	}
+	for (uint32_t t = 0; t < tr->nr_tensors; t++) {
+		/* enum tc_role and enum tencache_role list the roles in one order */
+		ret = tencache_tensor_register(c, tr->tensors[t].bytes, tr->tensors[t].role);
+		if (ret < 0) {
+			fail("tencache_tensor_register", ret);
+			goto out;
+		}
+		ids[t] = ret;
+	}
+	memset(&s0, 0, sizeof(s0));
+	for (unsigned k = 0; k < total; k++) {
+		struct tencache_cache_stats st;
+		bool measured = k >= o->warmup;
+		uint64_t t0 = now_ns(), dt;
+
+		if (k == o->warmup) {
+			ret = tencache_cache_stats(c, &s0);
+			if (ret) {
+				fail("tencache_cache_stats", ret);
+				goto out;
+			}
+		}
+		ret = run_step(c, tr, ids);
+		if (ret)
+			goto out;
+		dt = now_ns() - t0;
+		ret = tencache_cache_stats(c, &st);
+		if (ret) {
+			fail("tencache_cache_stats", ret);
+			goto out;
+		}
+		fprintf(stderr, "  %-9s step %u/%u %-8s %9.1f ms  hits %6.2f%%  stall %8.1f ms\n",
+			name, k + 1, total,
+			!measured ? "warm-up" : st.planned_steps > planned ? "" : "UNPLANNED",
+			dt / 1e6,
+			st.last_acquires ? 100.0 * st.last_hits / st.last_acquires : 100.0,
+			st.last_stall_ns / 1e6);
+		planned = st.planned_steps;
+		if (measured) {
+			r->step_ns[k - o->warmup] = dt;
+			sum += dt;
+			if (!r->step_min_ns || dt < r->step_min_ns)
+				r->step_min_ns = dt;
+		}
+	}
+	ret = tencache_cache_stats(c, &s1);
+	if (ret) {
+		fail("tencache_cache_stats", ret);
+		goto out;
+	}
+	r->step_mean_ns = sum / o->steps;
+	r->acquires = (s1.acquires - s0.acquires) / o->steps;
+	r->hits = (s1.hits - s0.hits) / o->steps;
+	r->stall_ns = (s1.stall_ns - s0.stall_ns) / o->steps;
+	r->late = (s1.late_prefetches - s0.late_prefetches) / o->steps;
+	for (int l = 0; l < TC_LINK_NR; l++)
+		r->link_bytes[l] = (s1.link_bytes[l] - s0.link_bytes[l]) / o->steps;
+	r->planned_steps = s1.planned_steps;
+	r->reprofiles = s1.reprofiles;
+	r->gpu_peak = s1.gpu_bytes_peak;
+	r->decision_ns = s1.decisions ? (double)s1.decision_ns / s1.decisions : 0;
+	if (timeline) {
+		ret = tencache_cache_timeline(c, o->timeline);
+		if (ret)
+			fail(o->timeline, ret);
+		else
+			fprintf(stderr, "  timeline of %s: %s (open in https://ui.perfetto.dev)\n",
+				name, o->timeline);
+	}
+out:
+	tencache_cache_destroy(c);
+	free(ids);
+	r->ran = !ret;
+	r->err = ret;
+	return ret;
+}
+
+/* ---- output --------------------------------------------------------------- */
+
+static void fmt_bytes(char *buf, size_t n, uint64_t b)
+{
+	if (b >= 10ULL << 30)
+		snprintf(buf, n, "%.1f GiB", b / 1073741824.0);
+	else if (b >= 10ULL << 20)
+		snprintf(buf, n, "%.0f MiB", b / 1048576.0);
+	else
+		snprintf(buf, n, "%.1f MiB", b / 1048576.0);
+}
+
+static void print_table(const struct opts *o, const struct result *res)
+{
+	printf("\n%-9s %9s %9s %9s %6s %7s %7s %9s %5s", "policy", "step ms", "model ms",
+	       "bound ms", "ratio", "hit %", "plan %", "stall ms", "late");
+	for (int l = 0; l < TC_LINK_NR; l++)
+		printf(" %9s", link_names[l]);
+	printf("\n%-9s %9s %9s %9s %6s %7s %7s %9s %5s", "", "(mean)", "(sim)", "", "step/b",
+	       "", "", "/step", "/step");
+	for (int l = 0; l < TC_LINK_NR; l++)
+		printf(" %9s", "MB/step");
+	printf("\n");
+	for (unsigned i = 0; i < NR_POL; i++) {
+		const struct result *r = &res[i];
+
+		if (!o->pol[i])
+			continue;
+		printf("%-9s", pol_label(i));
+		if (r->ran)
+			printf(" %9.1f", r->step_mean_ns / 1e6);
+		else
+			printf(" %9s", "error");
+		if (!r->plan_err)
+			printf(" %9.1f", r->sim.step_ns / 1e6);
+		else
+			printf(" %9s", "-");
+		printf(" %9.1f", r->bound_ns / 1e6);
+		if (r->ran) {
+			printf(" %6.2f %7.2f", r->bound_ns ? (double)r->step_mean_ns / r->bound_ns : 0,
+			       r->acquires ? 100.0 * r->hits / r->acquires : 100.0);
+			if (!r->plan_err)
+				printf(" %7.2f", 100 * r->plan_hit);
+			else
+				printf(" %7s", "-");
+			printf(" %9.2f %5llu", r->stall_ns / 1e6, (unsigned long long)r->late);
+			for (int l = 0; l < TC_LINK_NR; l++)
+				printf(" %9.1f", r->link_bytes[l] / MB);
+		} else {
+			printf("  (%s)", strerror(-r->err));
+		}
+		printf("\n");
+	}
+	printf("\nstep: wall time per measured step (mean of %u); model: the planner's timing\n"
+	       "model (tc_sim_run) for the same budget and links; bound: max(compute, busiest\n"
+	       "link's measured bytes / bandwidth); hit: GPU acquires found resident; plan: the\n"
+	       "planned hit rate of the policy (reads needing data).\n", o->steps);
+}
+
+static cJSON *u64_array(const uint64_t *v, unsigned n)
+{
+	cJSON *a = cJSON_CreateArray();
+
+	for (unsigned i = 0; a && i < n; i++)
+		cJSON_AddItemToArray(a, cJSON_CreateNumber((double)v[i]));
+	return a;
+}
+
+static cJSON *result_json(int argc, char **argv, const struct opts *o,
+			  const struct tc_model *m, const struct tc_trace *tr,
+			  const struct tencache_cache_params *cp, const double *bw,
+			  const char *bw_src, bool host, double belady, const struct result *res)
+{
+	cJSON *root = cJSON_CreateObject(), *x, *arr;
+	struct utsname u;
+	char cmd[4096] = "tencache-bench";
+	size_t n = strlen(cmd);
+	uint64_t ops = 0;
+
+	if (!root)
+		return NULL;
+	for (int i = 0; i < argc && n < sizeof(cmd) - 2; i++)
+		n += snprintf(cmd + n, sizeof(cmd) - n, " %s", argv[i]);
+	cJSON_AddStringToObject(root, "command", cmd);
+	uname(&u);
+	x = cJSON_AddObjectToObject(root, "machine");
+	cJSON_AddStringToObject(x, "host", u.nodename);
+	cJSON_AddStringToObject(x, "kernel", u.release);
+	cJSON_AddNumberToObject(x, "cpus", sysconf(_SC_NPROCESSORS_ONLN));
+	cJSON_AddStringToObject(root, "mode", host ? "host" : "gpu");
+
+	x = cJSON_AddObjectToObject(root, "model");
+	cJSON_AddStringToObject(x, "name", m->name);
+	cJSON_AddStringToObject(x, "arch", m->arch == TC_ARCH_OPT ? "opt" : "llama");
+	cJSON_AddNumberToObject(x, "layers", m->layers);
+	cJSON_AddNumberToObject(x, "hidden", m->hidden);
+	cJSON_AddNumberToObject(x, "ffn", m->ffn);
+	cJSON_AddNumberToObject(x, "heads", m->heads);
+	cJSON_AddNumberToObject(x, "kv_heads", m->kv_heads);
+	cJSON_AddNumberToObject(x, "vocab", m->vocab);
+	cJSON_AddNumberToObject(x, "params", (double)tc_model_params(m));
+	x = cJSON_AddObjectToObject(root, "generator");
+	cJSON_AddNumberToObject(x, "batch", o->gen.batch);
+	cJSON_AddNumberToObject(x, "seq", o->gen.seq);
+	cJSON_AddNumberToObject(x, "tflops", o->gen.tflops);
+	cJSON_AddNumberToObject(x, "adam_params_per_s", o->gen.adam_params_per_s);
+	cJSON_AddBoolToObject(x, "adam_on_gpu", o->gen.opt_on_gpu);
+
+	for (uint32_t i = 0; i < tr->nr_acc; i++)
+		ops += !!(tr->acc[i].flags & TC_ACC_END);
+	x = cJSON_AddObjectToObject(root, "trace");
+	cJSON_AddNumberToObject(x, "tensors", tr->nr_tensors);
+	cJSON_AddNumberToObject(x, "accesses", tr->nr_acc);
+	cJSON_AddNumberToObject(x, "ops", (double)ops);
+	cJSON_AddNumberToObject(x, "bytes", (double)tc_trace_bytes(tr, -1));
+	cJSON_AddNumberToObject(x, "param16_bytes",
+				(double)(tc_trace_bytes(tr, TC_ROLE_PARAM_FP16) +
+					 tc_trace_bytes(tr, TC_ROLE_PARAM_BF16)));
+	cJSON_AddNumberToObject(x, "compute_ns", (double)tc_trace_compute_ns(tr));
+	cJSON_AddNumberToObject(x, "max_op_bytes", (double)tc_trace_max_op_bytes(tr));
+
+	x = cJSON_AddObjectToObject(root, "cache");
+	cJSON_AddNumberToObject(x, "gpu_budget", (double)cp->gpu_budget);
+	cJSON_AddNumberToObject(x, "pinned_budget", (double)cp->pinned_budget);
+	cJSON_AddNumberToObject(x, "nvme_budget", (double)cp->nvme_budget);
+	cJSON_AddNumberToObject(x, "warmup_steps", o->warmup);
+	cJSON_AddNumberToObject(x, "profile_steps", o->profile);
+	cJSON_AddNumberToObject(x, "steps", o->steps);
+	arr = cJSON_AddObjectToObject(x, "bw");
+	for (int l = 0; l < TC_LINK_NR; l++)
+		cJSON_AddNumberToObject(arr, link_names[l], bw[l]);
+	cJSON_AddStringToObject(x, "bw_source", bw_src);
+	cJSON_AddNumberToObject(root, "belady_hit_rate", belady);
+
+	arr = cJSON_AddArrayToObject(root, "policies");
+	for (unsigned i = 0; i < NR_POL; i++) {
+		const struct result *r = &res[i];
+		cJSON *p, *s;
+
+		if (!o->pol[i])
+			continue;
+		p = cJSON_CreateObject();
+		cJSON_AddItemToArray(arr, p);
+		cJSON_AddStringToObject(p, "policy", pol_label(i));
+		cJSON_AddBoolToObject(p, "ok", r->ran);
+		if (!r->ran)
+			cJSON_AddStringToObject(p, "error", strerror(-r->err));
+		if (r->ran) {
+			cJSON_AddItemToObject(p, "step_ns", u64_array(r->step_ns, o->steps));
+			cJSON_AddNumberToObject(p, "step_mean_ns", (double)r->step_mean_ns);
+			cJSON_AddNumberToObject(p, "step_min_ns", (double)r->step_min_ns);
+			cJSON_AddNumberToObject(p, "acquires", (double)r->acquires);
+			cJSON_AddNumberToObject(p, "hits", (double)r->hits);
+			cJSON_AddNumberToObject(p, "hit_rate",
+						r->acquires ? (double)r->hits / r->acquires : 1);
+			cJSON_AddNumberToObject(p, "stall_ns", (double)r->stall_ns);
+			cJSON_AddNumberToObject(p, "late_prefetches", (double)r->late);
+			cJSON_AddItemToObject(p, "link_bytes", u64_array(r->link_bytes, TC_LINK_NR));
+			cJSON_AddNumberToObject(p, "planned_steps", (double)r->planned_steps);
+			cJSON_AddNumberToObject(p, "reprofiles", (double)r->reprofiles);
+			cJSON_AddNumberToObject(p, "gpu_bytes_peak", (double)r->gpu_peak);
+			cJSON_AddNumberToObject(p, "decision_ns", r->decision_ns);
+			cJSON_AddNumberToObject(p, "bound_ns", (double)r->bound_ns);
+			cJSON_AddNumberToObject(p, "step_over_bound",
+						r->bound_ns ? (double)r->step_mean_ns / r->bound_ns : 0);
+		}
+		s = cJSON_AddObjectToObject(p, "model");
+		if (r->plan_err) {
+			cJSON_AddStringToObject(s, "error", strerror(-r->plan_err));
+			continue;
+		}
+		cJSON_AddNumberToObject(s, "hit_rate", r->plan_hit);
+		cJSON_AddNumberToObject(s, "step_ns", (double)r->sim.step_ns);
+		cJSON_AddNumberToObject(s, "compute_ns", (double)r->sim.compute_ns);
+		cJSON_AddNumberToObject(s, "stall_ns", (double)r->sim.stall_ns);
+		cJSON_AddItemToObject(s, "link_bytes", u64_array(r->sim.link_bytes, TC_LINK_NR));
+		cJSON_AddNumberToObject(s, "gpu_peak", (double)r->sim.gpu_peak);
+	}
+	return root;
+}
+
+static int write_json(const char *path, cJSON *root)
+{
+	char *text = cJSON_Print(root);
+	FILE *f;
+	int ret = 0;
+
+	if (!text)
+		return -ENOMEM;
+	f = fopen(path, "w");
+	if (!f)
+		ret = -errno;
+	else if (fputs(text, f) < 0 || fputc('\n', f) < 0)
+		ret = -EIO;
+	if (f && fclose(f) && !ret)
+		ret = -errno;
+	cJSON_free(text);
+	return ret;
+}
+
+/* Runs python3 plot_replay.py JSON PNG (the python3 on PATH, then the
+ * system's, which has Debian's python3-matplotlib); a missing python or
+ * matplotlib is a message, not a failure. */
+static void plot(const char *json, const char *png)
+{
+	static const char *const pythons[] = { "python3", "/usr/bin/python3" };
+	const char *cands[] = { "%s/plot_replay.py", "%s/../../tools/plot_replay.py" };
+	char exe[PATH_MAX], script[PATH_MAX + 64], *slash;
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	const char *env = getenv("TENCACHE_PLOT_SCRIPT");
+	int st = -1;
+
+	script[0] = 0;
+	if (env)
+		snprintf(script, sizeof(script), "%s", env);
+	else if (n > 0) {
+		exe[n] = 0;
+		slash = strrchr(exe, '/');
+		if (slash)
+			*slash = 0;
+		for (unsigned i = 0; i < 2 && !script[0]; i++) {
+			snprintf(script, sizeof(script), cands[i], exe);
+			if (access(script, R_OK))
+				script[0] = 0;
+		}
+	}
+	if (!script[0]) {
+		fprintf(stderr, "replay: no plot: tools/plot_replay.py not found "
+			"(set TENCACHE_PLOT_SCRIPT)\n");
+		return;
+	}
+	fflush(NULL);
+	/* exit 3: that python has no matplotlib; try the next one */
+	for (unsigned i = 0; i < 2 && (st == -1 || st == 3); i++) {
+		char *args[] = { (char *)pythons[i], script, (char *)json, (char *)png, NULL };
+		pid_t pid;
+		int ws;
+
+		if (posix_spawnp(&pid, pythons[i], NULL, NULL, args, environ))
+			continue;
+		if (waitpid(pid, &ws, 0) < 0 || !WIFEXITED(ws))
+			st = 1;
+		else
+			st = WEXITSTATUS(ws);
+	}
+	if (st == -1)
+		fprintf(stderr, "replay: no plot: python3 not found\n");
+	else if (st)
+		fprintf(stderr, "replay: no plot (see the message above; the run itself is fine)\n");
+}
+
+static uint64_t mem_available(void)
+{
+	unsigned long long kb = 0;
+	char line[256];
+	FILE *f = fopen("/proc/meminfo", "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %llu", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb * 1024;
+}
+
+/* Host memory the cache will take: every pinned home (or the pinned budget
+ * with NVMe), plus in host mode the "GPU" arena. */
+static int check_memory(const struct tc_trace *tr, const struct tencache_cache_params *cp,
+			bool host)
+{
+	uint64_t need = 0, avail = mem_available();
+	char b1[32], b2[32];
+
+	for (uint32_t i = 0; i < tr->nr_tensors && !cp->nvme_budget; i++)
+		need += (tr->tensors[i].bytes + 4095) & ~4095ULL;
+	if (cp->nvme_budget)
+		need = cp->pinned_budget;
+	if (host)
+		need += cp->gpu_budget;
+	if (!avail || need < avail)
+		return 0;
+	fmt_bytes(b1, sizeof(b1), need);
+	fmt_bytes(b2, sizeof(b2), avail);
+	fprintf(stderr, "replay: the cache needs %s of host memory and %s is available; "
+		"scale the model (--layers, --hidden, --vocab) or use --nvme PATH with a "
+		"--pinned-budget\n", b1, b2);
+	return -ENOMEM;
+}
+
+/* ---- main ----------------------------------------------------------------- */
+
 int bench_replay(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	fprintf(stderr, "replay: needs the tensor-cache executor (runtime/exec), not built yet\n");
-	return 1;
+	struct tencache_params tp = { 0 };
+	struct tencache_cache_params cp = { 0 };
+	struct result *res = NULL;
+	struct tc_plan_cfg pcfg;
+	struct tc_trace tr;
+	struct tc_model m;
+	struct tencache *tc = NULL;
+	struct opts o;
+	double bw[TC_LINK_NR], belady = 0;
+	uint64_t p16, all, maxop, compute;
+	const char *bw_src;
+	char b1[32], b2[32], b3[32], tmp_json[64] = "";
+	bool host, any_fail = false;
+	int ret;
+
+	ret = parse_opts(argc, argv, &o);
+	if (ret)
+		return ret < 0 ? 0 : ret;	/* --help: 0 */
+	ret = load_model(&o, &m);
+	if (ret)
+		return 1;
+	tc_trace_init(&tr);
+	ret = tc_model_trace(&m, &o.gen, &tr);
+	if (ret) {
+		fail("generating the trace", ret);
+		return 1;
+	}
+	p16 = tc_trace_bytes(&tr, TC_ROLE_PARAM_FP16) + tc_trace_bytes(&tr, TC_ROLE_PARAM_BF16);
+	all = tc_trace_bytes(&tr, -1);
+	maxop = tc_trace_max_op_bytes(&tr);
+	compute = tc_trace_compute_ns(&tr);
+
+	/* budgets */
+	cp.warmup_steps = o.profile;
+	cp.table_path = o.table;
+	if (parse_bytes(o.gpu_budget, p16, &cp.gpu_budget)) {
+		fprintf(stderr, "replay: bad --gpu-budget %s\n", o.gpu_budget);
+		ret = 2;
+		goto out;
+	}
+	if (o.nvme) {
+		cp.nvme_path = o.nvme;
+		if (parse_bytes(o.pinned_budget ? o.pinned_budget : "50%", all, &cp.pinned_budget) ||
+		    parse_bytes(o.nvme_budget ? o.nvme_budget : "100%", all, &cp.nvme_budget)) {
+			fprintf(stderr, "replay: bad --pinned-budget or --nvme-budget\n");
+			ret = 2;
+			goto out;
+		}
+	} else if (o.pinned_budget) {
+		fprintf(stderr, "replay: --pinned-budget needs --nvme (without NVMe every "
+			"tensor has a pinned home)\n");
+		ret = 2;
+		goto out;
+	}
+	if (cp.gpu_budget < maxop) {
+		fmt_bytes(b1, sizeof(b1), cp.gpu_budget);
+		fmt_bytes(b2, sizeof(b2), maxop);
+		fprintf(stderr, "replay: GPU budget %s is below the largest op (%s held at "
+			"once); raise --gpu-budget\n", b1, b2);
+		ret = 2;
+		goto out;
+	}
+
+	/* library, mode */
+	tp.flags = o.host ? TENCACHE_F_NO_CUDA : 0;
+	tp.log_level = TENCACHE_LOG_WARN;
+	ret = tencache_init(&tc, &tp);
+	if (ret) {
+		fail("tencache_init", ret);
+		goto out;
+	}
+	host = o.host || tencache_cuda_available(tc);
+	if (host)
+		cp.flags |= TENCACHE_CACHE_HOST_MODE;
+
+	if (check_memory(&tr, &cp, host)) {
+		ret = 2;
+		goto out;
+	}
+
+	/* links */
+	if (o.have_bw) {
+		memcpy(bw, o.bw, sizeof(bw));
+		memcpy(cp.bw, o.bw, sizeof(cp.bw));
+		bw_src = "given (--bw)";
+	} else if (host) {
+		struct tc_plan_cfg d;
+
+		tc_plan_cfg_default(&d);
+		bw[TC_LINK_H2D] = bw[TC_LINK_D2H] = memcpy_bw();
+		bw[TC_LINK_NVME_RD] = d.bw[TC_LINK_NVME_RD];
+		bw[TC_LINK_NVME_WR] = d.bw[TC_LINK_NVME_WR];
+		if (!(bw[0] > 0)) {
+			ret = -ENOMEM;
+			fail("measuring memcpy", ret);
+			goto out;
+		}
+		/* NVMe is left to the cache's calibration */
+		cp.bw[TC_LINK_H2D] = cp.bw[TC_LINK_D2H] = bw[TC_LINK_H2D];
+		bw_src = "memcpy measured here (NVMe: planner defaults for the model)";
+	} else {
+		tc_plan_cfg_default(&pcfg);
+		memcpy(bw, pcfg.bw, sizeof(bw));
+		bw_src = "cache calibrates; model and bound use the planner's H200 figures";
+	}
+
+	/* header */
+	fmt_bytes(b1, sizeof(b1), all);
+	fmt_bytes(b2, sizeof(b2), p16);
+	printf("replay: %s (%u layers, hidden %u, vocab %u: %.1fM params), batch %u x seq %u, "
+	       "%s Adam\n", m.name, m.layers, m.hidden, m.vocab, tc_model_params(&m) / 1e6,
+	       o.gen.batch, o.gen.seq, o.gen.opt_on_gpu ? "GPU" : "CPU");
+	printf("  trace: %u tensors, %u accesses; state %s (fp16 params %s); compute %.1f ms "
+	       "per step at %.0f TFLOP/s\n", tr.nr_tensors, tr.nr_acc, b1, b2, compute / 1e6,
+	       o.gen.tflops);
+	fmt_bytes(b1, sizeof(b1), cp.gpu_budget);
+	fmt_bytes(b3, sizeof(b3), maxop);
+	printf("  %s mode; GPU budget %s (%.1f%% of fp16 params; largest op %s)",
+	       host ? "host" : "GPU", b1, 100.0 * cp.gpu_budget / p16, b3);
+	if (cp.nvme_budget) {
+		fmt_bytes(b1, sizeof(b1), cp.pinned_budget);
+		fmt_bytes(b2, sizeof(b2), cp.nvme_budget);
+		printf("; pinned %s, NVMe %s at %s", b1, b2, o.nvme);
+	}
+	printf("\n  links (GB/s): H2D %.1f, D2H %.1f, NVMe read %.1f, write %.1f: %s\n",
+	       bw[0] / 1e9, bw[1] / 1e9, bw[2] / 1e9, bw[3] / 1e9, bw_src);
+	plan_cfg(&cp, bw, TC_POLICY_OURS, &pcfg);
+	ret = belady_hit(&tr, &pcfg, &belady);
+	if (ret)
+		fprintf(stderr, "replay: the Belady planner: %s\n", strerror(-ret));
+	else
+		printf("  Belady (MIN) GPU hit rate for this budget: %.2f%%\n", 100 * belady);
+	fflush(stdout);
+
+	res = calloc(NR_POL, sizeof(*res));
+	if (!res) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (unsigned i = 0; i < NR_POL; i++) {
+		struct result *r = &res[i];
+		uint64_t t0;
+
+		if (!o.pol[i])
+			continue;
+		plan_cfg(&cp, bw, policies[i].tp, &pcfg);
+		t0 = now_ns();
+		predict(&tr, &pcfg, r);
+		if (r->plan_err)
+			fprintf(stderr, "  %-9s timing model: %s\n", pol_label(i),
+				strerror(-r->plan_err));
+		else
+			fprintf(stderr, "  %-9s timing model: %.1f ms/step, stall %.1f ms "
+				"(planned in %.0f ms)\n", pol_label(i), r->sim.step_ns / 1e6,
+				r->sim.stall_ns / 1e6, (now_ns() - t0) / 1e6);
+		ret = run_policy(tc, &o, &tr, &cp, i, o.timeline && policies[i].pol ==
+				 TENCACHE_POLICY_OURS, r);
+		if (ret)
+			any_fail = true;
+		r->bound_ns = bound_ns(compute, r->ran ? r->link_bytes : r->sim.link_bytes, bw);
+	}
+	print_table(&o, res);
+
+	if (o.out || o.plot) {
+		cJSON *root = result_json(argc, argv, &o, &m, &tr, &cp, bw, bw_src, host,
+					  belady, res);
+		const char *path = o.out;
+
+		if (!path) {
+			int fd;
+
+			snprintf(tmp_json, sizeof(tmp_json), "/tmp/tencache-replay-XXXXXX");
+			fd = mkstemp(tmp_json);
+			if (fd >= 0)
+				close(fd);
+			path = fd >= 0 ? tmp_json : NULL;
+		}
+		ret = root && path ? write_json(path, root) : -ENOMEM;
+		cJSON_Delete(root);
+		if (ret) {
+			fail(path ? path : "the JSON result", ret);
+			any_fail = true;
+		} else {
+			if (o.out)
+				printf("result: %s\n", o.out);
+			if (o.plot)
+				plot(path, o.plot);
+		}
+		if (tmp_json[0])
+			unlink(tmp_json);
+	}
+	ret = any_fail ? 1 : 0;
+out:
+	free(res);
+	if (tc)
+		tencache_exit(tc);
+	tc_trace_free(&tr);
+	return ret < 0 ? 1 : ret;
 }
