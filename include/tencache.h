@@ -265,6 +265,77 @@ TENCACHE_API int tencache_gpu_arena_free(struct tencache_gpu_arena *g, void *dpt
 TENCACHE_API struct tencache_arena *tencache_gpu_arena_arena(struct tencache_gpu_arena *g);
 
 /* ---------------------------------------------------------------------------
+ * CPU optimizer: AdamW (decoupled weight decay, no amsgrad, no maximize) over
+ * fp32 master weights and moments in host memory, with a persistent thread
+ * pool and an AVX2/FMA kernel (scalar fallback; both give the same bits).
+ *
+ * One update does what torch.optim.AdamW's for-loop (_single_tensor_adam,
+ * the CPU default) does, in its order and its float32 roundings, with the
+ * scalars computed in double as Python does:
+ *   p  = p * (float)(1 - lr * weight_decay)          (skipped when wd == 0)
+ *   m  = fma(w, g - m, m), w = (float)(1 - beta1)    (lerp; |w| >= 0.5:
+ *        fma(w - 1, g - m, g))
+ *   v  = fma((float)(1 - beta2) * g, g, v * (float)beta2)
+ *   p  = p + ((float)(-lr / bc1) * m) / (sqrtf(v) / (float)sqrt(bc2) + (float)eps)
+ * with bc1 = 1 - beta1^step, bc2 = 1 - beta2^step (sqrt(bc2) is pow(bc2, 0.5)).
+ * The two FMAs are torch's (lerp's fmadd, and GCC's contraction of addcmul).
+ * Every operation is IEEE; torch's CPU sqrt (MKL vsSqrt) is not correctly
+ * rounded on every CPU, so results can differ from torch there by an ulp of
+ * the denominator. Gradients are read as fp32, fp16 or bf16 (exact); the
+ * parameter copy is written as fp32, fp16 or bf16, rounded to nearest even
+ * (overflow to inf; a NaN becomes the quiet NaN 0x7e00/0x7fc0 with its sign
+ * for fp16, 0x7fc0 for bf16). NaN and inf propagate as in IEEE arithmetic.
+ */
+struct tencache_adam;
+
+enum tencache_dtype {
+	TENCACHE_DTYPE_FP32 = 0,
+	TENCACHE_DTYPE_FP16,
+	TENCACHE_DTYPE_BF16,
+};
+
+/* tencache_adam_params.flags */
+#define TENCACHE_ADAM_F_SCALAR	(1u << 0)	/* never use the SIMD kernel */
+
+struct tencache_adam_params {
+	uint32_t threads;		/* 0: CPUs of the affinity mask, at most 32 */
+	uint32_t flags;			/* TENCACHE_ADAM_F_* */
+	uint64_t __reserved[4];		/* must be 0 */
+};
+
+struct tencache_adam_hparams {
+	double lr, beta1, beta2, eps, weight_decay;	/* as torch validates them */
+	uint64_t step;			/* this update's number, from 1 */
+	uint64_t __reserved[2];		/* must be 0 */
+};
+
+struct tencache_adam_tensor {
+	float *master;			/* fp32 weights, updated in place */
+	float *exp_avg, *exp_avg_sq;	/* moments, updated in place */
+	const void *grad;		/* numel elements of grad_dtype */
+	void *param;			/* copy written as param_dtype; NULL: none */
+	uint32_t grad_dtype;		/* enum tencache_dtype */
+	uint32_t param_dtype;		/* enum tencache_dtype */
+	uint64_t numel;
+	uint64_t __reserved[2];		/* must be 0 */
+};
+
+/* p may be NULL (defaults). The threads live until destroy. */
+TENCACHE_API int tencache_adam_create(struct tencache_adam **ap,
+				      const struct tencache_adam_params *p);
+TENCACHE_API void tencache_adam_destroy(struct tencache_adam *a);
+/* Threads that run a step (the caller's included). */
+TENCACHE_API int tencache_adam_threads(struct tencache_adam *a);
+/*
+ * One AdamW update of one tensor, spread over the threads; returns when it is
+ * done. Calls on one optimizer are serialized. -EINVAL for a bad argument
+ * (NULL, misaligned or aliased arrays, a hyperparameter out of range).
+ */
+TENCACHE_API int tencache_adam_step(struct tencache_adam *a,
+				    const struct tencache_adam_hparams *h,
+				    const struct tencache_adam_tensor *t);
+
+/* ---------------------------------------------------------------------------
  * Tensor cache: what a trainer uses. Register tensors, then in each step
  * acquire a tensor before the kernels that use it and release it after. The
  * first step(s) run on demand while the profiler records the order; then the
