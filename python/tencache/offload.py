@@ -1,0 +1,638 @@
+"""offload.py - tencache.offload(): a torch model whose parameters, gradients,
+fp32 master weights and Adam moments live in the tensor cache.
+
+Per parameter five cache tensors: the compute copy (the model's dtype), its
+gradient, the fp32 master (the copy itself for fp32 models), exp_avg and
+exp_avg_sq. One training step of the cache is forward + backward +
+optimizer.step():
+  forward   pre-hook of each leaf module: acquire its parameters (READ) and
+            point param.data at them, zero-copy; post-hook: release. Saved
+            tensors that alias a parameter are saved as references
+            (saved_tensors_hooks), so backward never reads released memory.
+  backward  when the gradient of a module's output arrives (a tensor hook):
+            acquire the parameters again and the gradients (WRITE); each
+            gradient is copied into the cache as it is accumulated
+            (post-accumulate-grad hook) and param.grad is dropped; the op is
+            released once every gradient is in and every saved reference was
+            used.
+  step      per parameter a host op: grad, master, moments and the copy
+            acquired as pinned host memory, the C AdamW, release; then the
+            cache step ends.
+Everything runs on torch's current stream.
+"""
+import ctypes
+import re
+
+import torch
+from torch import nn
+
+from . import _lib as L
+from ._lib import TencacheError, check
+
+_ELEM = {torch.float32: 4, torch.float16: 2, torch.bfloat16: 2}
+_DTYPE = {torch.float32: L.DTYPE_FP32, torch.float16: L.DTYPE_FP16, torch.bfloat16: L.DTYPE_BF16}
+_ROLE = {torch.float32: L.ROLE_MASTER_FP32, torch.float16: L.ROLE_PARAM_FP16,
+         torch.bfloat16: L.ROLE_PARAM_BF16}
+_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6,
+          "mib": 2**20, "g": 10**9, "gb": 10**9, "gib": 2**30, "t": 10**12, "tb": 10**12,
+          "tib": 2**40}
+
+IDLE, WAIT_BWD, BWD, DONE = range(4)
+
+
+def parse_bytes(x, what="size"):
+    """8GiB, "512 MiB", 1.5e9, 4096 -> bytes."""
+    if isinstance(x, (int, float)) and not isinstance(x, bool):
+        if x <= 0:
+            raise TencacheError(f"{what} must be positive, not {x}")
+        return int(x)
+    m = re.fullmatch(r"\s*([0-9.]+(?:[eE][0-9]+)?)\s*([a-zA-Z]*)\s*", str(x))
+    if not m or m.group(2).lower() not in _UNITS:
+        raise TencacheError(f"{what}: cannot read {x!r} (e.g. 8GiB, 512MiB, 4096)")
+    return parse_bytes(float(m.group(1)) * _UNITS[m.group(2).lower()], what)
+
+
+def fmt_bytes(n):
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n} B"
+
+
+def _align(n, a=256):
+    return (n + a - 1) // a * a
+
+
+def _tensors(out):
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (list, tuple)):
+        return [t for o in out for t in _tensors(o)]
+    if isinstance(out, dict):
+        return [t for o in out.values() for t in _tensors(o)]
+    return []
+
+
+class _CudaMem:
+    """Device memory for torch.as_tensor, through __cuda_array_interface__."""
+
+    def __init__(self, ptr, nbytes):
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1",
+                                          "data": (ptr, False), "version": 3,
+                                          "strides": None, "stream": None}
+
+
+class _Ref:
+    """A saved tensor that is (a view of) a parameter."""
+    __slots__ = ("p", "size", "stride", "offset")
+
+    def __init__(self, p, t):
+        self.p, self.size, self.stride, self.offset = p, tuple(t.shape), t.stride(), \
+            t.storage_offset()
+
+
+class _Param:
+    def __init__(self, name, param, leaf, dtype):
+        self.name, self.param, self.leaf, self.dtype = name, param, leaf, dtype
+        self.shape, self.numel = tuple(param.shape), param.numel()
+        self.nbytes = self.numel * _ELEM[dtype]
+        self.trained = param.requires_grad
+        self.id_param = self.id_grad = self.id_master = self.id_m = self.id_v = None
+        self.cur = None          # the acquired parameter (a tensor over cache memory)
+        self.gview = None        # the acquired gradient, during the module's backward
+        self.has_grad = False    # a gradient arrived this step
+        self.step = 0
+        self.placeholder = None
+
+
+class _Leaf:
+    def __init__(self, name, module):
+        self.name, self.module, self.params = name, module, []
+        # nn.Embedding's backward reads only the indices
+        self.bwd_params = not isinstance(module, nn.Embedding)
+        self.reset()
+
+    def reset(self):
+        self.state, self.hooks, self.packed, self.unpacked, self.pending = IDLE, None, 0, 0, 0
+        self.grad_mode = False
+
+
+class Runtime:
+    """The cache, the optimizer and the hooks of one offloaded model."""
+
+    def __init__(self, model, gpu_budget, nvme_path, host_mode, dtype, pinned_budget,
+                 nvme_budget, policy, warmup_steps, timeline, threads):
+        self.lib = L.lib()
+        if host_mode is None:
+            host_mode = not torch.cuda.is_available()
+        if not host_mode and not torch.cuda.is_available():
+            raise TencacheError("host_mode=False needs a CUDA GPU; torch sees none")
+        self.host_mode = bool(host_mode)
+        self.device = torch.device("cpu") if self.host_mode else \
+            torch.device("cuda", torch.cuda.current_device())
+        if policy not in L.POLICIES:
+            raise TencacheError(f"policy must be one of {sorted(L.POLICIES)}, not {policy!r}")
+        if dtype is not None and dtype not in _ELEM:
+            raise TencacheError(f"dtype must be torch.float32, float16 or bfloat16, not {dtype}")
+        self.gpu_budget = parse_bytes(gpu_budget, "gpu_budget")
+        self.leaves, self.params, self.in_step = [], [], False
+        self._live = {}          # data_ptr of an acquired parameter -> _Param
+        self._active = set()     # leaves whose backward op is acquired
+        self.tc = self.cache = self.adam = None
+        # the NVMe tier stages whole tensors with O_DIRECT: sizes in 4 KiB blocks
+        self._pad = 4096 if nvme_path else 1
+        self._collect(model, dtype)
+        self._check_budget()
+        try:
+            self._create(nvme_path, pinned_budget, nvme_budget, policy, warmup_steps,
+                         timeline, threads)
+            self._register()
+            self._init_values()
+        except BaseException:
+            self.close()
+            raise
+        self._install(model)
+
+    # ---- setup -------------------------------------------------------------
+
+    def _collect(self, model, dtype):
+        owner = {}
+        for mname, mod in model.named_modules():
+            own = [(n, p) for n, p in mod.named_parameters(recurse=False)]
+            if not own:
+                continue
+            below = [f"{mname}.{c}".strip(".") for c, sub in mod.named_modules()
+                     if c and any(True for _ in sub.parameters(recurse=False))]
+            if below:
+                raise TencacheError(
+                    f"unsupported module '{mname or '<root>'}' ({type(mod).__name__}): it owns "
+                    f"parameters ({', '.join(n for n, _ in own)}) and has submodules with "
+                    f"parameters ({', '.join(below[:3])}); tencache supports parameters owned "
+                    "by leaf modules (e.g. nn.Linear, nn.LayerNorm, nn.Embedding)")
+            if isinstance(mod, nn.Embedding) and (mod.max_norm is not None or mod.sparse):
+                raise TencacheError(f"unsupported module '{mname}': nn.Embedding with max_norm "
+                                    "or sparse=True writes or scatters its weight")
+            leaf = _Leaf(mname, mod)
+            for n, p in own:
+                full = f"{mname}.{n}".strip(".")
+                if id(p) in owner:
+                    raise TencacheError(
+                        f"unsupported module '{mname}': parameter '{full}' is shared with "
+                        f"'{owner[id(p)]}' (tied weights); untie them (e.g. "
+                        "tie_word_embeddings=False) to offload this model")
+                owner[id(p)] = full
+                if p.numel() == 0:
+                    continue
+                pd = dtype or p.dtype
+                if pd not in _ELEM:
+                    raise TencacheError(f"parameter '{full}' has dtype {p.dtype}; tencache "
+                                        "supports float32, float16 and bfloat16")
+                q = _Param(full, p, leaf, pd)
+                leaf.params.append(q)
+                self.params.append(q)
+            if leaf.params:
+                self.leaves.append(leaf)
+        if not self.params:
+            raise TencacheError("the model has no parameters to offload")
+
+    def _check_budget(self):
+        a = max(256, self._pad)
+        for leaf in self.leaves:
+            fwd = sum(_align(p.nbytes, a) for p in leaf.params)
+            bwd = sum(_align(p.nbytes, a) for p in leaf.params if leaf.bwd_params) + \
+                sum(_align(p.nbytes, a) for p in leaf.params if p.trained)
+            need = max(fwd, bwd)
+            if need > self.gpu_budget:
+                raise TencacheError(
+                    f"gpu_budget {fmt_bytes(self.gpu_budget)} ({self.gpu_budget} bytes) is too "
+                    f"small for layer '{leaf.name}' ({type(leaf.module).__name__}): it needs "
+                    f"{need} bytes ({fmt_bytes(need)}) on the GPU at once (its parameters"
+                    f"{' and their gradients' if bwd >= fwd else ''})")
+
+    def _create(self, nvme_path, pinned_budget, nvme_budget, policy, warmup_steps, timeline,
+                threads):
+        lib = self.lib
+        p = L.Params(log_level=L.LOG_WARN)
+        if self.host_mode:
+            p.flags |= L.F_NO_CUDA
+        else:
+            p.gpu = self.device.index
+        tc = ctypes.c_void_p()
+        check(lib.tencache_init(ctypes.byref(tc), ctypes.byref(p)), "tencache_init")
+        self.tc = tc
+        total = sum(self._tensor_bytes(q) for q in self.params)
+        cp = L.CacheParams(gpu_budget=self.gpu_budget, policy=L.POLICIES[policy],
+                           warmup_steps=warmup_steps)
+        if self.host_mode:
+            cp.flags |= L.CACHE_HOST_MODE
+        if timeline:
+            cp.flags |= L.CACHE_TIMELINE
+        if nvme_path:
+            largest_op = max(self._tensor_bytes(q) for q in self.params)
+            # the cache keeps the pointer: the bytes live as long as the runtime
+            self._nvme_path = str(nvme_path).encode()
+            cp.nvme_path = self._nvme_path
+            cp.pinned_budget = parse_bytes(pinned_budget, "pinned_budget") if pinned_budget \
+                else max(total // 4, 4 * largest_op)
+            cp.nvme_budget = parse_bytes(nvme_budget, "nvme_budget") if nvme_budget \
+                else total + total // 4 + (64 << 20)
+        elif pinned_budget:
+            cp.pinned_budget = parse_bytes(pinned_budget, "pinned_budget")
+        cache = ctypes.c_void_p()
+        check(lib.tencache_cache_create(tc, ctypes.byref(cache), ctypes.byref(cp)),
+              "tencache_cache_create")
+        self.cache = cache
+        ap = L.AdamParams(threads=threads or 0)
+        adam = ctypes.c_void_p()
+        check(lib.tencache_adam_create(ctypes.byref(adam), ctypes.byref(ap)),
+              "tencache_adam_create")
+        self.adam = adam
+
+    @staticmethod
+    def _tensor_bytes(q):
+        n = q.nbytes
+        if q.trained:
+            n += q.nbytes + 8 * q.numel + (4 * q.numel if q.dtype != torch.float32 else 0)
+        return n
+
+    def _register(self):
+        reg = self.lib.tencache_tensor_register
+
+        def r(nbytes, role, what):
+            return check(reg(self.cache, _align(nbytes, self._pad), role), f"registering {what}")
+
+        for q in self.params:
+            q.id_param = r(q.nbytes, _ROLE[q.dtype], q.name)
+            if q.trained:
+                q.id_grad = r(q.nbytes, L.ROLE_GRAD, q.name + " (grad)")
+                if q.dtype != torch.float32:
+                    q.id_master = r(4 * q.numel, L.ROLE_MASTER_FP32, q.name + " (master)")
+                q.id_m = r(4 * q.numel, L.ROLE_OPT_STATE, q.name + " (exp_avg)")
+                q.id_v = r(4 * q.numel, L.ROLE_OPT_STATE, q.name + " (exp_avg_sq)")
+
+    def _host(self, tid, dtype, shape):
+        ptr = ctypes.c_void_p()
+        check(self.lib.tencache_tensor_host(self.cache, tid, ctypes.byref(ptr)),
+              "tencache_tensor_host")
+        return self._view_host(ptr.value, dtype, shape)
+
+    @torch.no_grad()
+    def _init_values(self):
+        for q in self.params:
+            src = q.param.detach()
+            self._host(q.id_param, q.dtype, q.shape).copy_(src.to("cpu", q.dtype))
+            if q.trained:
+                if q.id_master is not None:
+                    self._host(q.id_master, torch.float32, q.shape).copy_(
+                        src.to("cpu", torch.float32))
+                self._host(q.id_m, torch.float32, q.shape).zero_()
+                self._host(q.id_v, torch.float32, q.shape).zero_()
+
+    def _install(self, model):
+        for leaf in self.leaves:
+            for q in leaf.params:
+                q.placeholder = torch.zeros((), dtype=q.dtype, device=self.device).expand(q.shape)
+                q.param.data = q.placeholder
+                q.param.grad = None
+                if q.trained:
+                    q.param.register_post_accumulate_grad_hook(self._grad_hook(q))
+            leaf.module.register_forward_pre_hook(self._fwd_pre(leaf))
+            leaf.module.register_forward_hook(self._fwd_post(leaf))
+        if not self.host_mode:    # buffers (e.g. rotary tables) to the GPU
+            for mod in model.modules():
+                for n, b in list(mod._buffers.items()):
+                    if b is not None:
+                        mod._buffers[n] = b.to(self.device)
+        model.register_forward_hook(self._root_post)
+
+    # ---- cache calls ---------------------------------------------------------
+
+    def _stream(self):
+        if self.host_mode:
+            return None
+        return ctypes.c_void_p(torch.cuda.current_stream(self.device).cuda_stream)
+
+    def _acquire(self, tid, flags, stream, what):
+        ptr = ctypes.c_void_p()
+        check(self.lib.tencache_acquire(self.cache, tid, flags, stream, ctypes.byref(ptr)),
+              f"acquiring {what}")
+        return ptr.value
+
+    def _release(self, tid, stream, what):
+        check(self.lib.tencache_release(self.cache, tid, stream, 0), f"releasing {what}")
+
+    def _view_host(self, ptr, dtype, shape):
+        n = 1
+        for s in shape:
+            n *= s
+        buf = (ctypes.c_char * (n * _ELEM[dtype])).from_address(ptr)
+        return torch.frombuffer(buf, dtype=dtype, count=n).view(shape)
+
+    def _view(self, ptr, dtype, shape):
+        if self.host_mode:
+            return self._view_host(ptr, dtype, shape)
+        n = 1
+        for s in shape:
+            n *= s
+        raw = torch.as_tensor(_CudaMem(ptr, n * _ELEM[dtype]), device=self.device)
+        return raw.view(dtype).view(shape)
+
+    def _begin_step(self):
+        if self.in_step:
+            return
+        check(self.lib.tencache_step_begin(self.cache), "tencache_step_begin")
+        self.in_step = True
+        for leaf in self.leaves:
+            leaf.reset()
+        for q in self.params:
+            q.has_grad = False
+
+    def _end_step(self):
+        self._finish_backward(force=True)
+        self.in_step = False
+        check(self.lib.tencache_step_end(self.cache), "tencache_step_end")
+
+    # ---- hooks ---------------------------------------------------------------
+
+    def _fwd_pre(self, leaf):
+        def hook(module, args):
+            self._begin_step()
+            if leaf.state != IDLE:
+                raise TencacheError(
+                    f"module '{leaf.name}' ran twice in one step: tencache supports one "
+                    "forward and one backward per optimizer.step() (no gradient accumulation, "
+                    "no reuse of a layer, no activation checkpointing); run evaluation "
+                    "under torch.no_grad() between steps")
+            s = self._stream()
+            for q in leaf.params:
+                ptr = self._acquire(q.id_param, L.ACQ_READ, s, q.name)
+                q.cur = self._view(ptr, q.dtype, q.shape)
+                q.param.data = q.cur
+                self._live[ptr] = q
+            leaf.grad_mode = torch.is_grad_enabled()
+            if leaf.grad_mode:
+                leaf.hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
+                leaf.hooks.__enter__()
+            leaf.state = DONE
+        return hook
+
+    def _fwd_post(self, leaf):
+        def hook(module, args, output):
+            if leaf.hooks is not None:
+                leaf.hooks.__exit__(None, None, None)
+                leaf.hooks = None
+            s = self._stream()
+            for q in leaf.params:
+                q.param.data = q.placeholder
+                self._live.pop(q.cur.data_ptr(), None)
+                q.cur = None
+                self._release(q.id_param, s, q.name)
+            outs = [t for t in _tensors(output) if t.requires_grad] if leaf.grad_mode else []
+            if outs:
+                leaf.state = WAIT_BWD
+                hk = self._bwd_hook(leaf)
+                for t in outs:
+                    t.register_hook(hk)
+        return hook
+
+    def _root_post(self, module, args, output):
+        # a forward without autograd (evaluation) is a step of its own
+        if self.in_step and not torch.is_grad_enabled() and \
+                not any(leaf.state in (WAIT_BWD, BWD) for leaf in self.leaves):
+            self._end_step()
+
+    def _pack(self, t):
+        if t.device != self.device:
+            return t
+        q = self._live.get(t.untyped_storage().data_ptr())
+        if q is None:
+            return t
+        if t.dtype != q.dtype:
+            raise TencacheError(f"a {t.dtype} view of parameter '{q.name}' is saved for "
+                                "backward; not supported")
+        q.leaf.packed += 1
+        return _Ref(q, t)
+
+    def _unpack(self, x):
+        if not isinstance(x, _Ref):
+            return x
+        q = x.p
+        if q.cur is None:
+            raise TencacheError(f"backward needs parameter '{q.name}' of module "
+                                f"'{q.leaf.name}' outside that module's backward; not supported")
+        q.leaf.unpacked += 1
+        return q.cur.as_strided(x.size, x.stride, x.offset)
+
+    def _bwd_hook(self, leaf):
+        def hook(grad):
+            self._finish_backward()
+            if leaf.state == WAIT_BWD:
+                self._bwd_begin(leaf)
+        return hook
+
+    def _bwd_begin(self, leaf):
+        s = self._stream()
+        leaf.state = BWD
+        leaf.pending = 0
+        for q in leaf.params:
+            if leaf.bwd_params:
+                ptr = self._acquire(q.id_param, L.ACQ_READ, s, q.name)
+                q.cur = self._view(ptr, q.dtype, q.shape)
+                self._live[ptr] = q
+            if q.trained:
+                ptr = self._acquire(q.id_grad, L.ACQ_WRITE, s, q.name + " (grad)")
+                q.gview = self._view(ptr, q.dtype, q.shape)
+                leaf.pending += 1
+        self._active.add(leaf)
+        self._maybe_release(leaf)
+
+    def _grad_hook(self, q):
+        def hook(param):
+            leaf = q.leaf
+            if q.gview is None:
+                raise TencacheError(f"the gradient of '{q.name}' arrived outside the backward "
+                                    f"of module '{leaf.name}'; not supported")
+            q.gview.copy_(param.grad)
+            param.grad = None
+            q.gview = None
+            q.has_grad = True
+            leaf.pending -= 1
+            self._maybe_release(leaf)
+            self._finish_backward()
+        return hook
+
+    def _maybe_release(self, leaf, force=False):
+        if leaf.state != BWD or (not force and (leaf.pending or leaf.unpacked < leaf.packed)):
+            return
+        s = self._stream()
+        for q in leaf.params:
+            if leaf.bwd_params:
+                self._live.pop(q.cur.data_ptr(), None)
+                q.cur = None
+                self._release(q.id_param, s, q.name)
+            if q.trained:
+                q.gview = None    # a gradient that never came is not used (has_grad)
+                self._release(q.id_grad, s, q.name + " (grad)")
+        leaf.state = DONE
+        self._active.discard(leaf)
+
+    def _finish_backward(self, force=False):
+        """Release the backward ops that are complete (all of them when force)."""
+        for leaf in list(self._active):
+            self._maybe_release(leaf, force)
+        if force:
+            for leaf in self.leaves:
+                if leaf.state == WAIT_BWD:
+                    leaf.state = DONE
+
+    # ---- the optimizer -------------------------------------------------------
+
+    def optimizer_step(self, lr, betas, eps, weight_decay):
+        if not self.in_step:
+            return
+        self._finish_backward(force=True)
+        lib, H = self.lib, L.ACQ_HOST
+        RW = L.ACQ_READ | L.ACQ_WRITE | H
+        hp = L.AdamHparams(lr=lr, beta1=betas[0], beta2=betas[1], eps=eps,
+                           weight_decay=weight_decay)
+        for q in self.params:
+            if not q.has_grad:
+                continue
+            q.step += 1
+            hp.step = q.step
+            held = [q.id_grad]
+            g = self._acquire(q.id_grad, L.ACQ_READ | H, None, q.name + " (grad)")
+            if q.id_master is not None:
+                held += [q.id_master, q.id_param]
+                master = self._acquire(q.id_master, RW, None, q.name + " (master)")
+                copy = self._acquire(q.id_param, L.ACQ_WRITE | H, None, q.name)
+            else:    # fp32: the copy is the master
+                held.append(q.id_param)
+                master, copy = self._acquire(q.id_param, RW, None, q.name), None
+            held += [q.id_m, q.id_v]
+            m = self._acquire(q.id_m, RW, None, q.name + " (exp_avg)")
+            v = self._acquire(q.id_v, RW, None, q.name + " (exp_avg_sq)")
+            t = L.AdamTensor(master=master, exp_avg=m, exp_avg_sq=v, grad=g, param=copy,
+                             grad_dtype=_DTYPE[q.dtype], param_dtype=_DTYPE[q.dtype],
+                             numel=q.numel)
+            check(lib.tencache_adam_step(self.adam, ctypes.byref(hp), ctypes.byref(t)),
+                  f"AdamW step of '{q.name}'")
+            for tid in held:
+                self._release(tid, None, q.name)
+        self._end_step()
+
+    # ---- outside steps -------------------------------------------------------
+
+    def state(self, master=True):
+        """{name: CPU tensor}: the master weights (fp32), or the compute copies."""
+        if self.in_step:
+            raise TencacheError("state() is only available between steps")
+        check(self.lib.tencache_cache_flush(self.cache), "tencache_cache_flush")
+        out = {}
+        for q in self.params:
+            if master and q.id_master is not None:
+                out[q.name] = self._host(q.id_master, torch.float32, q.shape).clone()
+            else:
+                out[q.name] = self._host(q.id_param, q.dtype, q.shape).clone()
+        return out
+
+    def stats(self):
+        st = L.CacheStats()
+        check(self.lib.tencache_cache_stats(self.cache, ctypes.byref(st)), "tencache_cache_stats")
+        d = {k: getattr(st, k) for k, _ in L.CacheStats._fields_ if k != "tail"}
+        d["link_bytes"] = list(st.link_bytes)
+        return d
+
+    def timeline(self, path):
+        check(self.lib.tencache_cache_timeline(self.cache, str(path).encode()),
+              "tencache_cache_timeline")
+
+    def close(self):
+        lib = self.lib
+        if self.adam:
+            lib.tencache_adam_destroy(self.adam)
+            self.adam = None
+        if self.cache:
+            lib.tencache_cache_destroy(self.cache)
+            self.cache = None
+        if self.tc:
+            lib.tencache_exit(self.tc)
+            self.tc = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class OffloadAdamW(torch.optim.Optimizer):
+    """AdamW over the cache's fp32 masters, in C on the CPU (one param group).
+    step() ends the cache's training step; zero_grad() has nothing to do
+    (gradients are handed to the cache during backward)."""
+
+    def __init__(self, runtime, params, lr, betas, eps, weight_decay):
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
+                                      weight_decay=weight_decay))
+        self.tencache = runtime
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        if len(self.param_groups) != 1:
+            raise TencacheError("tencache's AdamW supports one parameter group")
+        g = self.param_groups[0]
+        self.tencache.optimizer_step(g["lr"], g["betas"], g["eps"], g["weight_decay"])
+        return loss
+
+    def zero_grad(self, set_to_none=True):
+        pass
+
+
+def offload(model, gpu_budget="8GiB", nvme_path=None, host_mode=None, *, dtype=None,
+            lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, pinned_budget=None,
+            nvme_budget=None, policy="ours", warmup_steps=1, timeline=False, threads=0):
+    """Offload model's parameters, gradients and AdamW state to tencache.
+
+    Returns (model, optimizer): the same model, its parameters now fetched by
+    hooks, and an AdamW whose step() runs in C on the CPU. gpu_budget is the
+    GPU memory for cached tensors (bytes or "8GiB"); host_mode=None picks the
+    CPU-only mode when torch sees no GPU. dtype: the compute dtype of the
+    parameter copies (None: keep each parameter's); masters are fp32.
+    """
+    rt = Runtime(model, gpu_budget, nvme_path, host_mode, dtype, pinned_budget, nvme_budget,
+                 policy, warmup_steps, timeline, threads)
+    opt = OffloadAdamW(rt, [q.param for q in rt.params if q.trained], lr, betas, eps,
+                       weight_decay)
+    return model, opt
+
+
+def adamw_step(master, exp_avg, exp_avg_sq, grad, param=None, *, lr, betas=(0.9, 0.999),
+               eps=1e-8, weight_decay=1e-2, step, threads=0, _cache={}):
+    """One C AdamW update of CPU tensors (contiguous; master/moments fp32,
+    grad and param fp32/fp16/bf16), in place; for tests and benchmarks."""
+    lib = L.lib()
+    if threads not in _cache:
+        a = ctypes.c_void_p()
+        check(lib.tencache_adam_create(ctypes.byref(a), ctypes.byref(L.AdamParams(threads=threads))),
+              "tencache_adam_create")
+        _cache[threads] = a
+    for t in (master, exp_avg, exp_avg_sq, grad) + ((param,) if param is not None else ()):
+        if t.device.type != "cpu" or not t.is_contiguous() or t.numel() != master.numel():
+            raise TencacheError("adamw_step takes contiguous CPU tensors of one size")
+    for t in (master, exp_avg, exp_avg_sq):
+        if t.dtype != torch.float32:
+            raise TencacheError("master, exp_avg and exp_avg_sq must be float32")
+    hp = L.AdamHparams(lr=lr, beta1=betas[0], beta2=betas[1], eps=eps, weight_decay=weight_decay,
+                       step=step)
+    t = L.AdamTensor(master=master.data_ptr(), exp_avg=exp_avg.data_ptr(),
+                     exp_avg_sq=exp_avg_sq.data_ptr(), grad=grad.data_ptr(),
+                     param=param.data_ptr() if param is not None else None,
+                     grad_dtype=_DTYPE[grad.dtype],
+                     param_dtype=_DTYPE[param.dtype] if param is not None else 0,
+                     numel=master.numel())
+    check(lib.tencache_adam_step(_cache[threads], ctypes.byref(hp), ctypes.byref(t)),
+          "tencache_adam_step")
