@@ -37,8 +37,11 @@ except ImportError as e:
     sys.exit(77)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))    # in-tree, if not installed
-import tencache    # noqa: E402
+try:
+    import tencache
+except ImportError:    # not installed: the tree's copy
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+    import tencache    # noqa: E402
 
 STEPS = 20
 # the GPU budget, as a fraction of the fp32 weights (TEST_OFFLOAD_BUDGET)
@@ -86,7 +89,7 @@ class Block(nn.Module):
         q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
         q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
         att = (q @ k.transpose(-1, -2)) / math.sqrt(d // self.heads)
-        mask = torch.ones(t, t, dtype=torch.bool).triu(1)
+        mask = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
         att = att.masked_fill(mask, float("-inf")).softmax(-1)
         x = x + self.out((att @ v).transpose(1, 2).reshape(b, t, d))
         return x + self.fc2(nn.functional.gelu(self.fc1(self.ln2(x))))
@@ -101,7 +104,7 @@ class Tiny(nn.Module):
         self.head = nn.Linear(d, vocab, bias=False)
 
     def forward(self, idx):
-        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1]))
+        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
         for blk in self.blocks:
             x = blk(x)
         return self.head(self.ln(x))

@@ -1,0 +1,29 @@
+#!/bin/bash
+# run.sh - the Python package's tests on the CPU: installs torch from PyPI
+# when it is missing (skips, exit 77, when that fails or takes more than
+# TORCH_INSTALL_TIMEOUT seconds, default 480), builds libtencache if needed,
+# installs ./python with pip, and runs test_offload.py (exit 0, 1 or 77).
+set -uo pipefail
+TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+PY=${PYTHON:-python3}
+cd "$TOP"
+
+if ! "$PY" -c "import torch" 2> /dev/null; then
+	echo "# torch is missing: pip install torch (at most ${TORCH_INSTALL_TIMEOUT:-480} s)"
+	if ! timeout -k 10 "${TORCH_INSTALL_TIMEOUT:-480}" "$PY" -m pip install -q torch \
+		> /tmp/tencache-pip-torch.log 2>&1 || ! "$PY" -c "import torch" 2> /dev/null; then
+		tail -n 5 /tmp/tencache-pip-torch.log | sed 's/^/#   /'
+		echo "# SKIP torch could not be installed from PyPI in time"
+		exit 77
+	fi
+fi
+[ -e build/libtencache.so ] || make -s lib || exit 1
+if ! "$PY" -m pip install -q ./python > /tmp/tencache-pip-pkg.log 2>&1 &&
+	! "$PY" -m pip install -q --no-build-isolation ./python >> /tmp/tencache-pip-pkg.log 2>&1; then
+	cat /tmp/tencache-pip-pkg.log
+	echo "not ok - pip install ./python"
+	exit 1
+fi
+# the installed package, from outside the tree, with this tree's library
+cd /tmp && TENCACHE_LIB="$TOP/build/libtencache.so" TEST_DIR="${TEST_DIR:-/var/tmp}" \
+	exec "$PY" "$TOP/tests/python/test_offload.py"
