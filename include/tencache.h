@@ -130,6 +130,12 @@ TENCACHE_API int tencache_arena_create(struct tencache_arena **ap, uint64_t capa
 				       uint64_t alignment,
 				       const struct tencache_size_count *hist, unsigned nr);
 TENCACHE_API void tencache_arena_destroy(struct tencache_arena *a);
+/*
+ * Best-fit sizes of at least min_size from the high end of the range (the
+ * highest extent that fits, carved from its top), all others from the low
+ * end: big and small allocations then fragment each other less. 0: off.
+ */
+TENCACHE_API int tencache_arena_set_high(struct tencache_arena *a, uint64_t min_size);
 /* -EINVAL for size 0, -ENOMEM when no extent fits. */
 TENCACHE_API int tencache_arena_alloc(struct tencache_arena *a, uint64_t size, uint64_t *off);
 /* -ENOENT when off is not the start of a live allocation. */
@@ -394,7 +400,7 @@ struct tencache_cache_stats {
 	uint64_t steps;			/* completed steps */
 	uint64_t planned_steps;		/* of which ran from a plan */
 	uint64_t reprofiles;		/* order changes detected */
-	uint64_t acquires, hits;	/* GPU acquires; found resident and ready */
+	uint64_t acquires, hits;	/* GPU reads; found resident and ready */
 	uint64_t stall_ns;		/* host time acquire waited, all steps */
 	uint64_t last_step_ns;		/* wall time of the last step */
 	uint64_t last_stall_ns;		/* acquire waits in the last step */
@@ -404,7 +410,8 @@ struct tencache_cache_stats {
 	uint64_t gpu_bytes_peak;	/* GPU arena high-water mark */
 	uint64_t decision_ns;		/* CPU time in acquire/release decisions */
 	uint64_t decisions;
-	uint64_t __reserved[6];
+	double link_bw[4];		/* bandwidths the plans used, B/s */
+	uint64_t __reserved[2];
 };
 
 TENCACHE_API int tencache_cache_create(struct tencache *tc, struct tencache_cache **cp,

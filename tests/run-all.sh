@@ -30,6 +30,9 @@ for suite in runtime plan gpu; do
 	bash tests/runner.sh $bins | tee "$LOG/$suite.tap"
 done
 
+step "python tests (tests/python/run.sh)"
+TEST_TIMEOUT=900 bash tests/runner.sh tests/python/run.sh | tee "$LOG/python.tap"
+
 step "kernel module in QEMU (tests/vm/run-vm.sh)"
 # the runtime's module-backed tests run in the guest too, linked statically
 mkdir -p build/vm

@@ -48,6 +48,7 @@ struct tencache_arena {
 	uint64_t gbase, glen, gused, gfree;
 	struct tc_extv by_off, by_size, live;
 	uint64_t used, requested, high_water, allocs, failed;
+	uint64_t high_min;	/* sizes >= this go to the high end (0: none) */
 };
 
 /* ---- sorted extent arrays ---- */
@@ -332,6 +333,27 @@ static int general_alloc(struct tencache_arena *a, uint64_t len, uint64_t req, u
 	    extv_reserve(&a->by_off, a->live.n + 2) ||
 	    extv_reserve(&a->by_size, a->live.n + 2))
 		return -ENOMEM;
+	if (a->high_min && len >= a->high_min) {
+		/* big: the highest extent that fits, carved from its end */
+		for (i = a->by_off.n; i-- > 0;)
+			if (a->by_off.v[i].len >= len)
+				break;
+		e = a->by_off.v[i];
+		extv_remove_at(&a->by_off, i);
+		extv_remove(&a->by_size, &e, ext_cmp_size);
+		if (e.len > len) {
+			struct tc_ext rest = { .off = e.off, .len = e.len - len };
+
+			extv_insert(&a->by_off, &rest, ext_cmp_off);
+			extv_insert(&a->by_size, &rest, ext_cmp_size);
+		}
+		live = (struct tc_ext){ .off = e.off + e.len - len, .len = len, .req = req };
+		extv_insert(&a->live, &live, ext_cmp_off);
+		a->gused += len;
+		a->gfree -= len;
+		*off = live.off;
+		return 0;
+	}
 	e = a->by_size.v[i];
 	extv_remove_at(&a->by_size, i);
 	extv_remove(&a->by_off, &e, ext_cmp_off);
@@ -346,6 +368,16 @@ static int general_alloc(struct tencache_arena *a, uint64_t len, uint64_t req, u
 	a->gused += len;
 	a->gfree -= len;
 	*off = e.off;
+	return 0;
+}
+
+TENCACHE_API int tencache_arena_set_high(struct tencache_arena *a, uint64_t min_size)
+{
+	if (!a)
+		return -EINVAL;
+	pthread_mutex_lock(&a->lock);
+	a->high_min = min_size ? TC_ALIGN_UP(min_size, a->align) : 0;
+	pthread_mutex_unlock(&a->lock);
 	return 0;
 }
 

@@ -236,7 +236,9 @@ int tc_exec_complete_deferred(struct tencache_cache *c, struct tc_xev *e)
 		if (ret)
 			return ret;
 	}
-	ret = f->gpu ? tencache_arena_free(c->garena, f->off) : pfree(c, f->off);
+	ret = 0;
+	if (f->off != TC_NO_FREE)
+		ret = f->gpu ? tencache_arena_free(c->garena, f->off) : pfree(c, f->off);
 	e->pending = NULL;
 	f->done = 1;
 	xev_signal_now(c, e);
@@ -249,7 +251,7 @@ static int complete_one_free(struct tencache_cache *c, int gpu)
 	for (uint32_t i = 0; i < c->nr_frees; i++) {
 		struct tc_pfree *f = &c->frees[(c->free_head + i) % c->cap_frees];
 
-		if (!f->done && f->gpu == gpu)
+		if (!f->done && f->gpu == gpu && f->off != TC_NO_FREE)
 			return tc_exec_complete_deferred(c, f->ev);
 	}
 	return -ENOENT;
@@ -500,8 +502,12 @@ static int issue_op(struct tencache_cache *c, uint32_t k)
 		t->valid |= TC_V_PINNED;
 		break;
 	case TC_OP_PALLOC:
+		/*
+		 * Done when its dependencies are (the pinned users before it):
+		 * later ops wait for it in their place.
+		 */
 		ret = palloc(c, t);
-		xev_signal_now(c, e);
+		ret = ret ?: defer_free(c, e, 0, TC_NO_FREE, deps, op->nr_deps);
 		break;
 	case TC_OP_STAGE_OUT:
 		ret = stage_push(c, e, 1, t, op->tensor, deps, op->nr_deps);
@@ -656,8 +662,7 @@ static int od_make_room_pinned(struct tencache_cache *c, uint64_t bytes)
 	for (uint32_t i = 0; i < c->nr; i++) {
 		struct tc_tstate *t = &c->t[i];
 
-		if (t->poff >= 0 && !t->held && !t->pinned_home && t->bytes >= bytes / 4 &&
-		    t->lru < best) {
+		if (t->poff >= 0 && !t->held && !t->pinned_home && t->lru < best) {
 			best = t->lru;
 			victim = i;
 		}
@@ -852,7 +857,7 @@ int tencache_step_begin(struct tencache_cache *c)
 	ret = tc_exec_freeze(c);
 	if (ret)
 		return ret;
-	if (c->want_plan && !c->planned) {
+	if (c->want_plan && !c->planned && !c->no_plan) {
 		ret = tc_exec_enter_plan(c);
 		if (ret)
 			return ret;
@@ -870,6 +875,7 @@ int tencache_step_begin(struct tencache_cache *c)
 	c->last_stall = 0;
 	c->last_acq = c->last_hits = 0;
 	c->skip_learn = 0;
+	c->nprof = 0;
 	tc_exec_timeline_step(c);
 	if (!c->planned) {
 		tc_trace_free(&c->rec);
@@ -884,6 +890,55 @@ int tencache_step_begin(struct tencache_cache *c)
 }
 
 static int op_close(struct tencache_cache *c, void *s, uint64_t compute_ns);
+
+/*
+ * Profiling measures each GPU op's compute: an event after its last acquire
+ * (its inputs are ready) and one after its kernels (at the first release).
+ */
+static int prof_mark_start(struct tencache_cache *c, void *s)
+{
+	struct tc_prof *pf;
+	int ret;
+
+	if (c->pos == c->op_first_acc) {	/* the op's first acquire */
+		if (c->nprof == c->cap_prof) {
+			uint32_t ncap = c->cap_prof ? 2 * c->cap_prof : 256;
+			struct tc_prof *n = realloc(c->prof, ncap * sizeof(*n));
+
+			if (!n)
+				return -ENOMEM;
+			memset(n + c->cap_prof, 0, (ncap - c->cap_prof) * sizeof(*n));
+			c->prof = n;
+			c->cap_prof = ncap;
+		}
+		pf = &c->prof[c->nprof++];
+		if (!pf->a) {
+			ret = c->dev->ops->event_create(c->dev, 1, &pf->a);
+			ret = ret ?: c->dev->ops->event_create(c->dev, 1, &pf->b);
+			if (ret)
+				return ret;
+		}
+	}
+	pf = &c->prof[c->nprof - 1];
+	c->last_acq_t = tc_now_ns();
+	return c->host_mode ? 0 : c->dev->ops->record(c->dev, pf->a, s);
+}
+
+/* At the end of a profiled step: measured compute into the record. */
+int tc_exec_prof_resolve(struct tencache_cache *c)
+{
+	for (uint32_t i = 0; i < c->nprof; i++) {
+		struct tc_prof *pf = &c->prof[i];
+		uint64_t ns = pf->host_ns;
+
+		if (!c->host_mode && c->dev->ops->elapsed(c->dev, pf->a, pf->b, &ns))
+			continue;
+		if (pf->acc < c->rec.nr_acc && ns > c->rec.acc[pf->acc].compute_ns)
+			c->rec.acc[pf->acc].compute_ns = ns;
+	}
+	c->nprof = 0;
+	return 0;
+}
 
 int tencache_acquire(struct tencache_cache *c, int id, unsigned flags, void *stream,
 		     void **ptr)
@@ -931,9 +986,21 @@ int tencache_acquire(struct tencache_cache *c, int id, unsigned flags, void *str
 
 		for (uint32_t k = c->plan.op_first[i]; k < c->plan.op_first[i + 1]; k++) {
 			ret = issue_op(c, k);
+			if (ret == -ENOMEM && c->garena) {
+				/* fragmented beyond what was checked: re-plan with room */
+				c->frag_slack += c->p.gpu_budget / 16;
+				ret = tc_exec_leave_plan(c, "GPU memory fragmented");
+				if (ret)
+					return ret;
+				break;
+			}
 			if (ret)
 				return ret;
 		}
+	}
+	if (c->planned) {
+		uint32_t i = c->pos;
+
 		ret = poll_frees(c);
 		if (ret)
 			return ret;
@@ -979,10 +1046,15 @@ int tencache_acquire(struct tencache_cache *c, int id, unsigned flags, void *str
 		if (ret)
 			return ret;
 	}
+	if (!c->planned && !(flags & TENCACHE_ACQ_HOST)) {
+		ret = prof_mark_start(c, s);
+		if (ret)
+			return ret;
+	}
 	t->held = 1;
 	t->lru = ++c->tick;
 	c->pos++;
-	if (!(flags & TENCACHE_ACQ_HOST)) {
+	if (!(flags & TENCACHE_ACQ_HOST) && (flags & TENCACHE_ACQ_READ)) {
 		c->st.acquires++;
 		c->last_acq++;
 		if (hit) {
@@ -1038,6 +1110,14 @@ static int op_close(struct tencache_cache *c, void *s, uint64_t compute_ns)
 		if (c->rec.nr_acc) {
 			c->rec.acc[c->rec.nr_acc - 1].flags |= TC_ACC_END;
 			c->rec.acc[c->rec.nr_acc - 1].compute_ns = compute_ns;
+		}
+		if (!c->op_host && c->nprof && c->rec.nr_acc) {
+			struct tc_prof *pf = &c->prof[c->nprof - 1];
+
+			pf->acc = c->rec.nr_acc - 1;
+			pf->host_ns = tc_now_ns() - c->last_acq_t;
+			if (!c->host_mode)
+				ret = ret ?: c->dev->ops->record(c->dev, pf->b, s);
 		}
 		for (uint32_t i = c->op_first_acc; i <= end; i++) {
 			uint32_t id = i < c->rec.nr_acc ? c->rec.acc[i].tensor : 0;
@@ -1095,6 +1175,8 @@ int tencache_step_end(struct tencache_cache *c)
 	c->st.last_stall_ns = c->last_stall;
 	c->st.last_acquires = c->last_acq;
 	c->st.last_hits = c->last_hits;
+	if (!c->planned)
+		tc_exec_prof_resolve(c);
 	if (c->planned) {
 		c->st.planned_steps++;
 	} else if (++c->profiled >= c->p.warmup_steps) {
@@ -1121,6 +1203,8 @@ int tencache_cache_stats(struct tencache_cache *c, struct tencache_cache_stats *
 	if (!c || !st)
 		return -EINVAL;
 	*st = c->st;
+	for (int l = 0; l < 4; l++)
+		st->link_bw[l] = c->bw[l];
 	if (c->garena && !tencache_arena_stats(c->garena, &as))
 		st->gpu_bytes_peak = as.high_water;
 	return 0;

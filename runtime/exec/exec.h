@@ -23,6 +23,8 @@ struct tc_xev {
 	struct tc_pfree *pending;	/* a deferred free not yet made */
 };
 
+#define TC_NO_FREE UINT64_MAX	/* a deferred completion that frees nothing */
+
 struct tc_pfree {
 	struct tc_xev *ev;
 	int gpu;
@@ -66,6 +68,11 @@ struct tencache_cache {
 	struct tencache_cache_params p;
 	int host_mode;
 	int frozen, in_step, planned, want_plan, reload, skip_learn;
+	int no_plan;			/* planning failed: stay on demand */
+	uint64_t frag_slack;		/* GPU bytes kept out of plans */
+#define TC_GPU_CLASSES 16
+	struct tencache_size_count ghist[TC_GPU_CLASSES];	/* the plan's GPU slabs */
+	unsigned nr_ghist;
 	uint32_t nr, cap;
 	struct tc_tstate *t;
 	uint64_t tick;
@@ -109,6 +116,15 @@ struct tencache_cache {
 	struct tc_pfree *frees;
 	uint32_t cap_frees, free_head, nr_frees;
 
+	/* profiling: the measured compute time of each op */
+	struct tc_prof {
+		uint32_t acc;		/* the op's END access in rec */
+		void *a, *b;		/* timing events around its kernels */
+		uint64_t host_ns;	/* host mode: measured in the caller */
+	} *prof;
+	uint32_t nprof, cap_prof;
+	uint64_t last_acq_t;
+
 	/* the step in progress */
 	uint32_t pos;
 	int op_open;			/* 0 none, 1 acquiring, 2 released */
@@ -133,6 +149,7 @@ int tc_exec_od_to_pinned(struct tencache_cache *c, uint32_t id);
 int tc_exec_copy_sync(struct tencache_cache *c, uint32_t id, int dir);
 int tc_exec_stage_sync(struct tencache_cache *c, uint32_t id, int write);
 int tc_exec_galloc(struct tencache_cache *c, uint32_t id);
+int tc_exec_prof_resolve(struct tencache_cache *c);
 void *tc_exec_stage_main(void *arg);
 
 /* setup.c */

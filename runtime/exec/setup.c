@@ -121,6 +121,8 @@ int tc_exec_freeze(struct tencache_cache *c)
 	if (ret)
 		return ret;
 	ret = tencache_arena_create(&c->garena, c->p.gpu_budget, 256, NULL, 0);
+	if (!ret)
+		tencache_arena_set_high(c->garena, c->p.gpu_budget / 16);
 	if (ret)
 		goto fail;
 	pool_bytes = c->p.nvme_budget ? c->p.pinned_budget + maxb : sum;
@@ -221,23 +223,26 @@ static void free_plan_events(struct tencache_cache *c)
 }
 
 /*
- * Replay the plan's GPU allocations (start state in tensor order, then laps
- * of FETCH/ALLOC and DROP in table order) on an arena like the real one.
- * 1 when every allocation fits and the layout at the end of a lap repeats
- * the previous lap's (so every later step fits too); 0 when fragmentation
- * defeats the byte budget, or no repeat shows within 16 laps.
+ * Replay the plan's GPU allocations (start state in tensor order, then four
+ * laps of FETCH/ALLOC and DROP in table order) on an arena like the real
+ * one: 1 if they all fit, 0 when fragmentation defeats the byte budget. A
+ * later step that still fragments makes the executor leave the plan and
+ * plan again with more room (cache.c).
  */
-static int gpu_fits(struct tencache_cache *c, const struct tc_plan *pl)
+static int gpu_fits(struct tencache_cache *c, const struct tc_plan *pl,
+		    const struct tencache_size_count *hist, unsigned nr_hist)
 {
-	int64_t *off = malloc(c->nr * sizeof(*off)), *prev = malloc(c->nr * sizeof(*prev));
+	int64_t *off = malloc(c->nr * sizeof(*off));
 	struct tencache_arena *a;
-	int fits = 1, periodic = 0;
+	int fits = 1;
 
-	if (!off || !prev || tencache_arena_create(&a, c->p.gpu_budget, 256, NULL, 0)) {
-		free(off);
-		free(prev);
+	if (!off)
 		return -ENOMEM;
+	if (tencache_arena_create(&a, c->p.gpu_budget, 256, hist, nr_hist)) {
+		free(off);
+		return 0;	/* the slabs alone do not fit */
 	}
+	tencache_arena_set_high(a, c->p.gpu_budget / 16);
 	for (uint32_t i = 0; i < c->nr; i++) {
 		uint64_t o;
 
@@ -247,8 +252,7 @@ static int gpu_fits(struct tencache_cache *c, const struct tc_plan *pl)
 			off[i] = o;
 		}
 	}
-	for (int lap = 0; lap < 16 && fits && !periodic; lap++) {
-		memcpy(prev, off, c->nr * sizeof(*off));
+	for (int lap = 0; lap < 4 && fits; lap++)
 		for (uint32_t k = 0; k < pl->nr_ops && fits; k++) {
 			const struct tc_op *op = &pl->ops[k];
 			uint64_t o;
@@ -261,12 +265,64 @@ static int gpu_fits(struct tencache_cache *c, const struct tc_plan *pl)
 				off[op->tensor] = -1;
 			}
 		}
-		periodic = lap > 0 && !memcmp(prev, off, c->nr * sizeof(*off));
-	}
 	tencache_arena_destroy(a);
 	free(off);
-	free(prev);
-	return fits && periodic;
+	return fits;
+}
+
+/*
+ * Size classes for the GPU arena: every size of at least 1/16 of the budget
+ * gets a slab of as many slots as the plan ever holds of it at once, so the
+ * big tensors never fragment the space the small ones share.
+ */
+static unsigned gpu_classes(struct tencache_cache *c, const struct tc_plan *pl,
+			    struct tencache_size_count *hist, unsigned max)
+{
+	uint8_t *on = calloc(c->nr, 1);
+	unsigned nr = 0;
+
+	if (!on)
+		return 0;
+	for (uint32_t i = 0; i < c->nr; i++) {
+		uint64_t b = TC_ALIGN_UP(c->t[i].bytes, 256);
+		unsigned k;
+
+		if (b < c->p.gpu_budget / 16)
+			continue;
+		for (k = 0; k < nr && hist[k].size != b; k++)
+			;
+		if (k == nr && nr < max)
+			hist[nr++] = (struct tencache_size_count){ b, 0 };
+	}
+	for (unsigned k = 0; k < nr; k++) {
+		uint64_t cur = 0, peak = 0;
+
+		memset(on, 0, c->nr);
+		for (uint32_t i = 0; i < c->nr; i++)
+			if ((pl->start_gpu[i] & 1) && TC_ALIGN_UP(c->t[i].bytes, 256) == hist[k].size) {
+				on[i] = 1;
+				cur++;
+			}
+		peak = cur;
+		for (int lap = 0; lap < 2; lap++)
+			for (uint32_t j = 0; j < pl->nr_ops; j++) {
+				const struct tc_op *op = &pl->ops[j];
+
+				if (TC_ALIGN_UP(c->t[op->tensor].bytes, 256) != hist[k].size)
+					continue;
+				if ((op->kind == TC_OP_FETCH || op->kind == TC_OP_ALLOC) && !on[op->tensor]) {
+					on[op->tensor] = 1;
+					if (++cur > peak)
+						peak = cur;
+				} else if (op->kind == TC_OP_DROP && on[op->tensor]) {
+					on[op->tensor] = 0;
+					cur--;
+				}
+			}
+		hist[k].count = peak;
+	}
+	free(on);
+	return nr;
 }
 
 int tc_exec_enter_plan(struct tencache_cache *c)
@@ -280,7 +336,8 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 	tc_plan_cfg_default(&cfg);
 	for (uint32_t i = 0; i < c->nr; i++)
 		sum += c->t[i].bytes;
-	cfg.gpu_bytes = c->p.gpu_budget;
+	cfg.gpu_bytes = c->p.gpu_budget - (c->frag_slack < c->p.gpu_budget / 2 ?
+					    c->frag_slack : c->p.gpu_budget / 2);
 	cfg.pinned_bytes = c->swap ? c->p.pinned_budget : sum;
 	cfg.nvme_bytes = c->swap ? c->p.nvme_budget : 0;
 	for (int l = 0; l < 4; l++)
@@ -292,13 +349,18 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 	c->have_plan = 0;
 	/* plan for less than the budget when its allocations would fragment */
 	for (int tries = 0;; tries++) {
-		uint64_t step = c->p.gpu_budget / 32, maxb = 0;
+		uint64_t step = c->p.gpu_budget / 64;
 		int fits;
 
 		ret = tc_plan_build(&c->trace, &cfg, &c->plan);
 		if (ret)
 			break;
-		fits = gpu_fits(c, &c->plan);
+		c->nr_ghist = 0;
+		fits = gpu_fits(c, &c->plan, NULL, 0);
+		if (!fits) {	/* slabs for the big sizes, then */
+			c->nr_ghist = gpu_classes(c, &c->plan, c->ghist, TC_GPU_CLASSES);
+			fits = c->nr_ghist ? gpu_fits(c, &c->plan, c->ghist, c->nr_ghist) : 0;
+		}
 		if (fits < 0) {
 			tc_plan_free(&c->plan);
 			return fits;
@@ -306,10 +368,7 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 		if (fits)
 			break;
 		tc_plan_free(&c->plan);
-		for (uint32_t i = 0; i < c->nr; i++)
-			maxb = c->t[i].bytes > maxb ? c->t[i].bytes : maxb;
-		step = step > maxb / 2 ? step : maxb / 2;
-		if (tries == 16 || cfg.gpu_bytes <= step + tc_trace_max_op_bytes(&c->trace)) {
+		if (tries == 32 || cfg.gpu_bytes <= step + tc_trace_max_op_bytes(&c->trace)) {
 			ret = -ENOSPC;
 			break;
 		}
@@ -318,12 +377,15 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 	if (ret) {
 		tc_fmt_bytes(b1, sizeof(b1), c->p.gpu_budget);
 		tc_fmt_bytes(b2, sizeof(b2), tc_trace_max_op_bytes(&c->trace));
-		if (ret == -ENOSPC)
-			tc_err(c->tc, "cache: cannot plan: the GPU budget (%s) or the pinned/NVMe space is too small (the largest op holds %s)",
-			       b1, b2);
-		else
+		if (ret != -ENOSPC) {
 			tc_err(c->tc, "cache: planning failed: %s", strerror(-ret));
-		return ret;
+			return ret;
+		}
+		/* on demand still works when the largest op fits at all */
+		tc_warn(c->tc, "cache: cannot plan within the GPU budget (%s; the largest op holds %s) or the pinned/NVMe space; running on demand, without prefetch",
+			b1, b2);
+		c->no_plan = 1;
+		return 0;
 	}
 	if (cfg.gpu_bytes < c->p.gpu_budget) {
 		tc_fmt_bytes(b1, sizeof(b1), c->p.gpu_budget - cfg.gpu_bytes);
@@ -413,6 +475,16 @@ int tc_exec_load_start(struct tencache_cache *c)
 			t->goff = -1;
 		}
 		t->valid &= ~TC_V_GPU;
+	}
+	if (!ret) {	/* empty now: lay it out for the plan's size classes */
+		struct tencache_arena *a;
+
+		ret = tencache_arena_create(&a, c->p.gpu_budget, 256, c->ghist, c->nr_ghist);
+		if (!ret) {
+			tencache_arena_set_high(a, c->p.gpu_budget / 16);
+			tencache_arena_destroy(c->garena);
+			c->garena = a;
+		}
 	}
 	for (uint32_t i = 0; i < c->nr && !ret; i++)
 		if (c->t[i].pinned_home || (c->plan.start_pinned[i] & 1))
@@ -504,6 +576,13 @@ void tencache_cache_destroy(struct tencache_cache *c)
 		for (uint32_t i = 0; i < c->nr; i++)
 			xev_fini(c, &c->t[i].ready);
 		tc_exec_timeline_free(c);
+		for (uint32_t i = 0; i < c->cap_prof; i++) {
+			if (c->prof[i].a)
+				c->dev->ops->event_destroy(c->dev, c->prof[i].a);
+			if (c->prof[i].b)
+				c->dev->ops->event_destroy(c->dev, c->prof[i].b);
+		}
+		free(c->prof);
 		if (c->step_ev)
 			c->dev->ops->event_destroy(c->dev, c->step_ev);
 		c->dev->ops->stream_destroy(c->dev, c->h2d);
