@@ -161,6 +161,8 @@ void tc_stage_complete(struct tencache_stage *s, struct tc_chunk *c, int64_t res
 int tc_cuda_get(struct tencache *tc, struct tc_cuda **cu);
 int tc_cuda_host_register(struct tencache *tc, void *p, uint64_t len);
 int tc_cuda_host_unregister(struct tencache *tc, void *p);
+/* Bytes of [p, p+len) before the end of the registered range p is in. */
+uint64_t tc_cuda_host_span(const void *p, uint64_t len);
 void tc_cuda_unload(struct tencache *tc);
 
 #endif

@@ -6,6 +6,8 @@
  * entry point returns -ENODEV.
  */
 #include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -191,6 +193,88 @@ TENCACHE_API int tencache_gpu_numa_node(struct tencache *tc, int gpu, int *node)
 	return 0;
 }
 
+/*
+ * Registered host ranges, process-wide. CUDA rejects a copy whose host range
+ * spans two registrations (EINVAL), and a pool registers one segment per
+ * call, so copies are split at the end of the registered range they start
+ * in (tc_cuda_host_span). A handful of ranges: a sorted array suffices.
+ */
+static struct reg_range { uintptr_t start, end; } *regs;
+static unsigned nr_regs, max_regs;
+static pthread_rwlock_t regs_lock = PTHREAD_RWLOCK_INITIALIZER;
+
+/* first range with end > a (ranges do not overlap) */
+static unsigned regs_find(uintptr_t a)
+{
+	unsigned lo = 0, hi = nr_regs;
+
+	while (lo < hi) {
+		unsigned mid = (lo + hi) / 2;
+
+		if (regs[mid].end <= a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static int regs_add(void *p, uint64_t len)
+{
+	uintptr_t a = (uintptr_t)p;
+	unsigned i;
+	int ret = 0;
+
+	pthread_rwlock_wrlock(&regs_lock);
+	if (nr_regs == max_regs) {
+		unsigned n = max_regs ? 2 * max_regs : 16;
+		struct reg_range *r = realloc(regs, n * sizeof(*r));
+
+		if (!r) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		regs = r;
+		max_regs = n;
+	}
+	i = regs_find(a);
+	memmove(&regs[i + 1], &regs[i], (nr_regs - i) * sizeof(*regs));
+	regs[i].start = a;
+	regs[i].end = a + len;
+	nr_regs++;
+out:
+	pthread_rwlock_unlock(&regs_lock);
+	return ret;
+}
+
+static void regs_del(void *p)
+{
+	uintptr_t a = (uintptr_t)p;
+	unsigned i;
+
+	pthread_rwlock_wrlock(&regs_lock);
+	i = regs_find(a);
+	if (i < nr_regs && regs[i].start == a) {
+		memmove(&regs[i], &regs[i + 1], (nr_regs - i - 1) * sizeof(*regs));
+		nr_regs--;
+	}
+	pthread_rwlock_unlock(&regs_lock);
+}
+
+uint64_t tc_cuda_host_span(const void *p, uint64_t len)
+{
+	uintptr_t a = (uintptr_t)p;
+	uint64_t n = len;
+	unsigned i;
+
+	pthread_rwlock_rdlock(&regs_lock);
+	i = regs_find(a);
+	if (i < nr_regs && regs[i].start <= a && regs[i].end - a < n)
+		n = regs[i].end - a;
+	pthread_rwlock_unlock(&regs_lock);
+	return n;
+}
+
 int tc_cuda_host_register(struct tencache *tc, void *p, uint64_t len)
 {
 	struct tc_cuda *cu;
@@ -205,6 +289,10 @@ int tc_cuda_host_register(struct tencache *tc, void *p, uint64_t len)
 		       (unsigned long long)len, cu_errstr(cu, r));
 		return -EIO;
 	}
+	if (!r && regs_add(p, len)) {
+		cu->cuMemHostUnregister(p);
+		return -ENOMEM;
+	}
 	return 0;
 }
 
@@ -215,6 +303,7 @@ int tc_cuda_host_unregister(struct tencache *tc, void *p)
 
 	if (ret)
 		return ret;
+	regs_del(p);
 	return cu->cuMemHostUnregister(p) ? -EIO : 0;
 }
 
@@ -239,6 +328,8 @@ TENCACHE_API int tencache_copy_async(struct tencache *tc, int dir, void *dst, co
 	chunk = tc->p.copy_chunk;
 	for (off = 0; off < len && !r; off += n) {
 		n = len - off < chunk ? len - off : chunk;
+		n = tc_cuda_host_span((dir == TENCACHE_COPY_H2D ? (const char *)src :
+				       (const char *)dst) + off, n);
 		if (dir == TENCACHE_COPY_H2D)
 			r = cu->cuMemcpyHtoDAsync((CUdeviceptr)(uintptr_t)dst + off,
 						  (const char *)src + off, n, stream);

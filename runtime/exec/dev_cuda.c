@@ -204,13 +204,22 @@ static int cuda_copy(struct tc_dev *d, void *s, int dir, void *dst, const void *
 		     uint64_t len)
 {
 	struct cudev *c = CU(d);
-	CUresult r;
+	uint64_t off, n;
+	CUresult r = 0;
 
 	cu_ctx(c);
-	if (dir == TENCACHE_COPY_H2D)
-		r = c->cuMemcpyHtoDAsync((CUdeviceptr)(uintptr_t)dst, src, len, s);
-	else
-		r = c->cuMemcpyDtoHAsync(dst, (CUdeviceptr)(uintptr_t)src, len, s);
+	/* a tensor may straddle two pool segments: one copy per registration */
+	for (off = 0; off < len && !r; off += n) {
+		if (dir == TENCACHE_COPY_H2D) {
+			n = tc_cuda_host_span((const char *)src + off, len - off);
+			r = c->cuMemcpyHtoDAsync((CUdeviceptr)(uintptr_t)dst + off,
+						 (const char *)src + off, n, s);
+		} else {
+			n = tc_cuda_host_span((char *)dst + off, len - off);
+			r = c->cuMemcpyDtoHAsync((char *)dst + off,
+						 (CUdeviceptr)(uintptr_t)src + off, n, s);
+		}
+	}
 	return r ? cu_fail(c, "async copy", r) : 0;
 }
 

@@ -1,5 +1,6 @@
 /* copy.cu - H2D and D2H through tencache_copy_async are byte-exact, with an
- * odd length split into chunks, into a GPU arena, with an event at the end. */
+ * odd length split into chunks, into a GPU arena, with an event at the end;
+ * the buffers straddle pool segments (separate CUDA registrations). */
 #include <errno.h>
 #include <string.h>
 
@@ -21,6 +22,7 @@ int main(void)
 	uint64_t i;
 
 	p.copy_chunk = MiB;
+	p.segment_size = 64 * MiB;	/* 100 MiB buffers span 2-3 registrations */
 	tc = gpu_setup(&p);
 	CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
 	CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
