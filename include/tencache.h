@@ -437,6 +437,11 @@ TENCACHE_API int tencache_release(struct tencache_cache *c, int id, void *stream
 				  uint64_t compute_ns);
 /* Write every dirty tensor back to its home (pinned or NVMe) and wait. */
 TENCACHE_API int tencache_cache_flush(struct tencache_cache *c);
+/*
+ * Wait until the work queued on stream (NULL: the legacy default stream) is
+ * done, e.g. to time a step; a no-op in host mode. -EINVAL on a bad cache.
+ */
+TENCACHE_API int tencache_cache_sync(struct tencache_cache *c, void *stream);
 TENCACHE_API int tencache_cache_stats(struct tencache_cache *c, struct tencache_cache_stats *st);
 /* Chrome trace-event JSON (opens in Perfetto) of what was recorded. */
 TENCACHE_API int tencache_cache_timeline(struct tencache_cache *c, const char *path);

@@ -555,6 +555,8 @@ static int run_policy(struct tencache *tc, const struct opts *o, const struct tc
 			}
 		}
 		ret = run_step(c, tr, ids);
+		/* a step ends when its compute does, as at a trainer's loss.item() */
+		ret = ret ?: tencache_cache_sync(c, NULL);
 		if (ret)
 			goto out;
 		dt = now_ns() - t0;

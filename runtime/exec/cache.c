@@ -1196,6 +1196,14 @@ int tencache_cache_flush(struct tencache_cache *c)
 	return tc_exec_flush(c);
 }
 
+int tencache_cache_sync(struct tencache_cache *c, void *stream)
+{
+	if (!c || !c->dev)
+		return -EINVAL;
+	/* host mode runs compute inline: nothing is queued on the caller's stream */
+	return c->host_mode ? 0 : c->dev->ops->stream_sync(c->dev, stream);
+}
+
 int tencache_cache_stats(struct tencache_cache *c, struct tencache_cache_stats *st)
 {
 	struct tencache_arena_stats as;
