@@ -474,7 +474,8 @@ static int issue_op(struct tencache_cache *c, uint32_t k)
 		ret = ret ?: gfreed_wait(c, c->h2d, t->goff, t->bytes);
 		ret = ret ?: wait_deps(c, c->h2d, op);
 		ret = ret ?: copy_h2d(c, t, op->tensor, e);
-		t->valid |= TC_V_GPU;
+		if (!ret)	/* on failure the on-demand path takes over: no lies */
+			t->valid |= TC_V_GPU;
 		break;
 	case TC_OP_ALLOC:
 		/* the op that overwrites it waits for this event */
@@ -485,7 +486,8 @@ static int issue_op(struct tencache_cache *c, uint32_t k)
 	case TC_OP_WRITEBACK:
 		ret = wait_deps(c, c->d2h, op);
 		ret = ret ?: copy_d2h(c, t, op->tensor, e);
-		t->valid |= TC_V_PINNED;
+		if (!ret)
+			t->valid |= TC_V_PINNED;
 		break;
 	case TC_OP_DROP:
 		if (t->goff >= 0) {
@@ -499,7 +501,8 @@ static int issue_op(struct tencache_cache *c, uint32_t k)
 	case TC_OP_STAGE_IN:
 		ret = palloc(c, t);
 		ret = ret ?: stage_push(c, e, 0, t, op->tensor, deps, op->nr_deps);
-		t->valid |= TC_V_PINNED;
+		if (!ret)
+			t->valid |= TC_V_PINNED;
 		break;
 	case TC_OP_PALLOC:
 		/*
@@ -511,7 +514,8 @@ static int issue_op(struct tencache_cache *c, uint32_t k)
 		break;
 	case TC_OP_STAGE_OUT:
 		ret = stage_push(c, e, 1, t, op->tensor, deps, op->nr_deps);
-		t->valid |= TC_V_NVME;
+		if (!ret)
+			t->valid |= TC_V_NVME;
 		break;
 	case TC_OP_PDROP:
 		if (t->poff >= 0 && !t->pinned_home)

@@ -11,7 +11,8 @@ masters and moments pinned, AdamW in C on the CPU) against:
      on; GPU kernels see the same inputs, only at other addresses);
   B. the usual all-GPU training: fp32 masters on the GPU, torch's default
      (foreach) AdamW: another operation order and CUDA's sqrt, so within a
-     tolerance: losses 1e-3 relative, weights 1e-3 relative L2 (reported).
+     tolerance: losses 1e-3 relative, fp32 master weights 1e-2 relative L2
+     (the reason is at the check; A's own distance to B is reported).
 Also: the cache's GPU high-water mark stays within gpu_budget, a Perfetto
 timeline of the last step (TIMELINE_DIR or /tmp), HF OPT/Llama in bf16 when
 transformers is importable, and an NVMe tier when TEST_DIR takes O_DIRECT.
@@ -160,11 +161,20 @@ def check(name, model0, vocab, gpu_ref=True, **kw):
     tap(st["gpu_bytes_peak"] <= st["budget"], f"{name}: GPU arena within gpu_budget",
         f"{st['gpu_bytes_peak']} <= {st['budget']}")
     if gpu_ref:
+        # Tolerance: Adam scales every update to about lr, so a gradient near
+        # zero whose sign flips under another operation order (foreach AdamW,
+        # CUDA's sqrt, bf16 rounding of the compute copy) moves its weight by
+        # +-lr. Over 20 steps two correct implementations drift apart by
+        # ~0.3% relative L2 of the fp32 masters (A vs B measured 0.0032 on
+        # the CPU and 0.0038 on the H200); the losses stay within 1e-4.
         gl, gm = ref_gpu_adam(model0, data)
         dl = max(abs(a - b) / abs(b) for a, b in zip(tl, gl))
         dw = rel_l2(tm, gm, names)
-        tap(dl <= 1e-3 and dw <= 1e-3, f"{name}: within 1e-3 of all-GPU torch AdamW",
-            f"loss rel diff {dl:.3g}, weights rel L2 {dw:.3g}")
+        dref = rel_l2(rm, gm, names)
+        tap(dl <= 1e-3 and dw <= 1e-2, f"{name}: within tolerance of all-GPU torch AdamW "
+            f"(losses 1e-3, weights 1e-2 rel L2)",
+            f"loss rel diff {dl:.3g}, weights rel L2 {dw:.3g} "
+            f"(reference A vs all-GPU: {dref:.3g})")
 
 
 def main():
