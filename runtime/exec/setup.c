@@ -223,16 +223,20 @@ static void free_plan_events(struct tencache_cache *c)
 }
 
 /*
- * Replay the plan's GPU allocations (start state in tensor order, then four
- * laps of FETCH/ALLOC and DROP in table order) on an arena like the real
- * one: 1 if they all fit, 0 when fragmentation defeats the byte budget. A
+ * Replay the plan's GPU allocations (start state in tensor order, then laps
+ * of FETCH/ALLOC and DROP in table order) on an arena like the real one: 1
+ * if they all fit, 0 when fragmentation defeats the byte budget. A lap that
+ * ends with every tensor at the offset it had after the previous lap proves
+ * the steady state (the arena is a function of what it holds); a best-fit
+ * arena can drift for several laps first, so up to FITS_LAPS are tried. A
  * later step that still fragments makes the executor leave the plan and
  * plan again with more room (cache.c).
  */
+#define FITS_LAPS	64
 static int gpu_fits(struct tencache_cache *c, const struct tc_plan *pl,
 		    const struct tencache_size_count *hist, unsigned nr_hist)
 {
-	int64_t *off = malloc(c->nr * sizeof(*off));
+	int64_t *off = malloc(2 * c->nr * sizeof(*off)), *prev = off + c->nr;
 	struct tencache_arena *a;
 	int fits = 1;
 
@@ -252,7 +256,12 @@ static int gpu_fits(struct tencache_cache *c, const struct tc_plan *pl,
 			off[i] = o;
 		}
 	}
-	for (int lap = 0; lap < 4 && fits; lap++)
+	for (int lap = 0; lap < FITS_LAPS && fits; lap++) {
+		if (lap) {
+			if (!memcmp(prev, off, c->nr * sizeof(*off)))
+				break;	/* periodic: every later lap is this one */
+		}
+		memcpy(prev, off, c->nr * sizeof(*off));
 		for (uint32_t k = 0; k < pl->nr_ops && fits; k++) {
 			const struct tc_op *op = &pl->ops[k];
 			uint64_t o;
@@ -265,6 +274,7 @@ static int gpu_fits(struct tencache_cache *c, const struct tc_plan *pl,
 				off[op->tensor] = -1;
 			}
 		}
+	}
 	tencache_arena_destroy(a);
 	free(off);
 	return fits;
