@@ -38,10 +38,12 @@ enum tencache_log_level {
 typedef void (*tencache_log_fn)(void *arg, int level, const char *msg);
 
 enum tencache_pool_backend {
-	TENCACHE_POOL_AUTO = 0,		/* module, else hugetlb, else thp */
+	TENCACHE_POOL_AUTO = 0,		/* module, else reserved, else hugetlb, else thp */
 	TENCACHE_POOL_MODULE,		/* /dev/tencache ALLOC + mmap */
 	TENCACHE_POOL_HUGETLB,		/* memfd_create(MFD_HUGETLB), 2 MiB pages */
 	TENCACHE_POOL_THP,		/* anonymous + MADV_HUGEPAGE + mlock */
+	TENCACHE_POOL_RESERVED,		/* the caller's hugetlbfs reservation file
+					 * (tencache_reserve, tencache-ctl reserve) */
 };
 
 enum tencache_stage_backend {
@@ -70,7 +72,14 @@ struct tencache_params {
 	uint32_t io_size;		/* staging request size; 0: 1 MiB */
 	uint64_t copy_chunk;		/* copies are split into these; 0: 64 MiB */
 	const char *dev_path;		/* NULL: /dev/tencache */
-	uint64_t __reserved[8];		/* must be 0 */
+	union {				/* (takes the first reserved slot) */
+		const char *pool_file;	/* reservation file for the reserved
+					 * backend; NULL: $TENCACHE_POOL_FILE, else
+					 * tencache-uid<UID>[-node<N>] on a hugetlbfs
+					 * mount */
+		uint64_t __pool_file_slot;
+	};
+	uint64_t __reserved[7];		/* must be 0 */
 };
 
 /* p may be NULL (all defaults). The params are copied. */
@@ -179,6 +188,68 @@ TENCACHE_API int tencache_pool_alloc(struct tencache_pool *pool, uint64_t size, 
 TENCACHE_API int tencache_pool_free(struct tencache_pool *pool, void *ptr);
 TENCACHE_API int tencache_pool_stats(struct tencache_pool *pool, struct tencache_arena_stats *st);
 TENCACHE_API struct tencache_arena *tencache_pool_arena(struct tencache_pool *pool);
+
+/*
+ * Persistent reservation: the userspace counterpart of the module's pool_mb.
+ * A file on a hugetlbfs mount with 2 MiB pages keeps its huge pages
+ * (allocated, zeroed and placed once) after the process that made it exits,
+ * so a later pool maps pages that exist instead of faulting and zeroing new
+ * ones. The file is tencache-uid<UID> (any node) or tencache-uid<UID>-node<N>
+ * in the mount, mode 0600, owned by the caller. The "reserved" pool backend
+ * (tried after the module, before hugetlb) maps it when it belongs to the
+ * caller, holds at least the pool's bytes and no other process holds it (an
+ * flock for the pool's life); otherwise the next backend is used, with the
+ * reason logged (tencache_pool_info's reason). A pool with a NUMA node takes
+ * that node's file, else the any-node one. Forced (TENCACHE_POOL_RESERVED),
+ * it fails instead: -ENOENT none, -EBUSY held, -ENOMEM too small, -EPERM not
+ * the caller's or readable by others, -EINVAL not on a 2 MiB hugetlbfs.
+ *
+ * Isolation: the pages are NOT zeroed between runs. A run sees what the
+ * previous run of the same user left, as with any file the user owns.
+ * tencache_reserve(TENCACHE_RESERVE_ZERO) scrubs them; released pages go
+ * back to the kernel, which zeroes a huge page before anyone maps it again.
+ */
+#define TENCACHE_RESERVE_ZERO	(1u << 0)	/* also zero the pages already held */
+
+struct tencache_reservation {
+	char path[256];
+	uint64_t size;		/* file size */
+	uint64_t allocated;	/* bytes of huge pages the file holds */
+	int32_t node;		/* -1: pages on any node */
+	uint32_t uid;
+	uint32_t in_use;	/* 1: a pool (or a reserve) holds its lock now */
+	uint32_t __reserved[5];
+};
+
+/*
+ * Create, grow or shrink the caller's reservation to bytes (rounded up to
+ * 2 MiB) in dir (NULL: where it already is, else the first writable hugetlbfs
+ * mount with 2 MiB pages in /proc/mounts); node -1: any node. New pages are
+ * faulted in (allocated and zeroed by the kernel) by one thread per CPU of
+ * the node, bound to it; shrinking gives the pages past bytes back at once.
+ * TENCACHE_RESERVE_ZERO also zeroes the pages kept. r (may be NULL) gets the
+ * result. tc (may be NULL: errors only, to stderr) gets the log lines, with
+ * progress each second on large reserves. Errors: -EINVAL: bytes 0, unknown
+ * flags, node neither -1 nor an existing node, or dir not on a hugetlbfs
+ * mount with 2 MiB pages; -ENOENT: dir does not exist, or no hugetlbfs mount;
+ * -EACCES: no writable mount; -ENOMEM: too few free huge pages (the message
+ * says what to write to nr_hugepages); -EBUSY: a running pool holds it;
+ * -EPERM: the file is another user's, a symlink or not a regular file.
+ * On failure the reservation is as it was.
+ */
+TENCACHE_API int tencache_reserve(struct tencache *tc, const char *dir, uint64_t bytes,
+				  int node, unsigned flags, struct tencache_reservation *r);
+/*
+ * Remove the caller's reservation (its pages go back to the kernel).
+ * -ENOENT: none; -EBUSY: a pool holds it; -EINVAL, -EPERM: as for reserve.
+ */
+TENCACHE_API int tencache_reserve_release(struct tencache *tc, const char *dir, int node);
+/*
+ * The caller's reservation for node (dir NULL: any mount). -ENOENT: none;
+ * -EINVAL: r NULL, bad node, or dir not on a 2 MiB hugetlbfs mount.
+ */
+TENCACHE_API int tencache_reserve_info(const char *dir, int node,
+				       struct tencache_reservation *r);
 
 /* ---------------------------------------------------------------------------
  * Swap file: one preallocated (fallocate'd) file opened O_DIRECT, with an

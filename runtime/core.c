@@ -25,7 +25,7 @@ TENCACHE_API int tencache_init(struct tencache **tcp, const struct tencache_para
 				 TENCACHE_F_NO_CUDA_REG))
 			return -EINVAL;
 		if (p->log_level < 0 || p->log_level > TENCACHE_LOG_DEBUG ||
-		    p->pool_backend > TENCACHE_POOL_THP ||
+		    p->pool_backend > TENCACHE_POOL_RESERVED ||
 		    p->stage_backend > TENCACHE_STAGE_URING || p->gpu < 0)
 			return -EINVAL;
 		if (p->segment_size && p->segment_size % TC_2M)
@@ -54,6 +54,13 @@ TENCACHE_API int tencache_init(struct tencache **tcp, const struct tencache_para
 		tc->p.dev_path = "/dev/tencache";
 	if (!(tc->p.flags & TENCACHE_F_NUMA_NODE))
 		tc->p.numa_node = -1;
+	if (tc->p.pool_file) {	/* the caller's string need not outlive init */
+		tc->p.pool_file = strdup(tc->p.pool_file);
+		if (!tc->p.pool_file) {
+			free(tc);
+			return -ENOMEM;
+		}
+	}
 	pthread_mutex_init(&tc->lock, NULL);
 	*tcp = tc;
 	return 0;
@@ -65,6 +72,7 @@ TENCACHE_API void tencache_exit(struct tencache *tc)
 		return;
 	tc_cuda_unload(tc);
 	pthread_mutex_destroy(&tc->lock);
+	free((char *)tc->p.pool_file);
 	free(tc);
 }
 
@@ -224,4 +232,32 @@ int tc_bind_node(void *addr, uint64_t len, int node)
 	if (mbind(addr, len, MPOL_PREFERRED, mask, sizeof(mask) * 8, 0))
 		return -errno;
 	return 0;
+}
+
+#define TC_HP_DIR "hugepages/hugepages-2048kB"
+
+/* A 2 MiB huge page counter ("free_hugepages", ...), per node if node >= 0. */
+long tc_hugetlb_count(const char *name, int node)
+{
+	char path[160];
+
+	if (node >= 0)
+		snprintf(path, sizeof(path), "/sys/devices/system/node/node%d/" TC_HP_DIR "/%s",
+			 node, name);
+	else
+		snprintf(path, sizeof(path), "/sys/kernel/mm/" TC_HP_DIR "/%s", name);
+	return tc_read_sysfs_long(path, -1);
+}
+
+long tc_hugetlb_free_pages(int node)
+{
+	long free_pages = -1, resv = tc_hugetlb_count("resv_hugepages", -1);
+
+	if (resv < 0)
+		resv = 0;
+	if (node >= 0)	/* reservations are not per node: count them against this one */
+		free_pages = tc_hugetlb_count("free_hugepages", node);
+	if (free_pages < 0)
+		free_pages = tc_hugetlb_count("free_hugepages", -1);
+	return free_pages > resv ? free_pages - resv : 0;
 }

@@ -55,6 +55,11 @@ void tc_fmt_bytes(char *buf, size_t n, uint64_t bytes);
 int tc_prefault(void *addr, uint64_t len);
 /* Prefer NUMA node for [addr, addr+len); node < 0 does nothing. */
 int tc_bind_node(void *addr, uint64_t len, int node);
+/* A 2 MiB huge page counter of sysfs ("nr_hugepages", "free_hugepages", ...),
+ * of node if node >= 0, else of the machine; -1 if unreadable. */
+long tc_hugetlb_count(const char *name, int node);
+/* Free 2 MiB huge pages not promised to a mapping (on node, if node >= 0). */
+long tc_hugetlb_free_pages(int node);
 
 /* ---- Pool ---- */
 struct tc_segment {
@@ -80,6 +85,13 @@ struct tc_pool_ops {
 extern const struct tc_pool_ops tc_pool_module_ops;
 extern const struct tc_pool_ops tc_pool_hugetlb_ops;
 extern const struct tc_pool_ops tc_pool_thp_ops;
+extern const struct tc_pool_ops tc_pool_reserved_ops;
+
+/*
+ * hugetlbfs mounts with 2 MiB pages (reserved.c), from /proc/mounts in order;
+ * returns how many were written to dirs (at most max), 0 if none.
+ */
+int tc_hugetlbfs_mounts(char (*dirs)[256], int max);
 
 struct tencache_pool {
 	struct tencache *tc;
@@ -91,14 +103,14 @@ struct tencache_pool {
 	uint64_t seg_size;
 	unsigned nr_segs;
 	struct tc_segment *segs;
-	int fd;			/* module fd or memfd, -1 if none */
+	int fd;			/* module fd, memfd or reservation file, -1 if none */
 	uint64_t module_features;
 	void *map_base;		/* what to munmap (may differ from base) */
 	uint64_t map_len;
 	struct tencache_arena *arena;
 	pthread_mutex_t lock;	/* guards cuda registration */
 	int cuda_registered;
-	char reason[512];
+	char reason[1024];
 };
 
 /* Segment holding [p, p+len) or NULL; *off is p's offset in it. */

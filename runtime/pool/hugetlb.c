@@ -10,8 +10,6 @@
 
 #include "internal.h"
 
-#define HP_DIR "hugepages/hugepages-2048kB"
-
 static void hugetlb_unmap(struct tencache_pool *pool)
 {
 	if (pool->map_base)
@@ -22,28 +20,9 @@ static void hugetlb_unmap(struct tencache_pool *pool)
 	pool->fd = -1;
 }
 
-/* Free, unreserved 2 MiB pages (on node, if node >= 0). */
-static long hugetlb_free_pages(int node)
-{
-	char path[128];
-	long free_pages, resv;
-
-	resv = tc_read_sysfs_long("/sys/kernel/mm/" HP_DIR "/resv_hugepages", 0);
-	if (node >= 0) {
-		snprintf(path, sizeof(path), "/sys/devices/system/node/node%d/" HP_DIR
-			 "/free_hugepages", node);
-		free_pages = tc_read_sysfs_long(path, -1);
-		/* Reservations are not per node: count them against this one. */
-		if (free_pages >= 0)
-			return free_pages > resv ? free_pages - resv : 0;
-	}
-	free_pages = tc_read_sysfs_long("/sys/kernel/mm/" HP_DIR "/free_hugepages", 0);
-	return free_pages > resv ? free_pages - resv : 0;
-}
-
 static int hugetlb_map(struct tencache_pool *pool)
 {
-	long need = pool->size / TC_2M, have = hugetlb_free_pages(pool->node);
+	long need = pool->size / TC_2M, have = tc_hugetlb_free_pages(pool->node);
 	int ret;
 
 	if (have < need) {

@@ -1,8 +1,8 @@
 /*
  * pool.c - the pinned host pool: sizes it from the budget, picks a backend at
- * run time (module, else hugetlb, else THP + mlock), logs the choice once,
- * registers each segment with CUDA when a GPU is present, and puts an arena
- * over the whole range.
+ * run time (module, else the reservation file, else hugetlb, else THP +
+ * mlock), logs the choice once, registers each segment with CUDA when a GPU
+ * is present, and puts an arena over the whole range.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +17,12 @@ static const struct tc_pool_ops *const pool_ops[] = {
 	[TENCACHE_POOL_MODULE] = &tc_pool_module_ops,
 	[TENCACHE_POOL_HUGETLB] = &tc_pool_hugetlb_ops,
 	[TENCACHE_POOL_THP] = &tc_pool_thp_ops,
+	[TENCACHE_POOL_RESERVED] = &tc_pool_reserved_ops,
+};
+
+/* TENCACHE_POOL_AUTO tries these in turn. */
+static const unsigned auto_order[] = {
+	TENCACHE_POOL_MODULE, TENCACHE_POOL_RESERVED, TENCACHE_POOL_HUGETLB, TENCACHE_POOL_THP,
 };
 
 TENCACHE_API const char *tencache_pool_backend_name(unsigned backend)
@@ -26,6 +32,7 @@ TENCACHE_API const char *tencache_pool_backend_name(unsigned backend)
 	case TENCACHE_POOL_MODULE: return "module";
 	case TENCACHE_POOL_HUGETLB: return "hugetlb";
 	case TENCACHE_POOL_THP: return "thp";
+	case TENCACHE_POOL_RESERVED: return "reserved";
 	}
 	return "unknown";
 }
@@ -108,7 +115,7 @@ TENCACHE_API int tencache_pool_create(struct tencache *tc, struct tencache_pool 
 {
 	struct tencache_pool *pool;
 	char sz[32], why[sizeof(pool->reason)] = "";
-	unsigned b, first, last, i;
+	unsigned b, k, nr_try, i;
 	int ret = -ENODEV;
 
 	if (!tc || !poolp)
@@ -144,9 +151,9 @@ TENCACHE_API int tencache_pool_create(struct tencache *tc, struct tencache_pool 
 		goto err_free;
 	}
 
-	first = tc->p.pool_backend ? tc->p.pool_backend : TENCACHE_POOL_MODULE;
-	last = tc->p.pool_backend ? tc->p.pool_backend : TENCACHE_POOL_THP;
-	for (b = first; b <= last; b++) {
+	nr_try = tc->p.pool_backend ? 1 : sizeof(auto_order) / sizeof(auto_order[0]);
+	for (k = 0; k < nr_try; k++) {
+		b = tc->p.pool_backend ? tc->p.pool_backend : auto_order[k];
 		pool->reason[0] = 0;
 		pool->backend = b;
 		pool->ops = pool_ops[b];
@@ -191,7 +198,7 @@ TENCACHE_API int tencache_pool_create(struct tencache *tc, struct tencache_pool 
 			 pool->reason[0] ? " (" : "", pool->reason, pool->reason[0] ? ")" : "");
 		if (why[0])
 			snprintf(line + strlen(line), sizeof(line) - strlen(line),
-				 "; passed over %.200s", why);
+				 "; passed over %.700s", why);
 		memcpy(pool->reason, line, sizeof(line));
 	}
 	tc_info(tc, "pool: %s", pool->reason);
