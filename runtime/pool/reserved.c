@@ -384,8 +384,12 @@ TENCACHE_API int tencache_reserve(struct tencache *tc, const char *dir, uint64_t
 	char *map;
 	double t0 = mono();
 
-	if (!bytes || bytes > (1ULL << 56) || (flags & ~TENCACHE_RESERVE_ZERO) || !node_valid(node))
+	if (!bytes || bytes > (1ULL << 56) || (flags & ~TENCACHE_RESERVE_ZERO))
 		return -EINVAL;
+	if (!node_valid(node)) {
+		rlog(tc, TENCACHE_LOG_ERR, "reserve: node %d: no such NUMA node (-1: any)", node);
+		return -EINVAL;
+	}
 	size = TC_ALIGN_UP(bytes, TC_2M);
 	ret = res_locate(dir, node, 1, path, sizeof(path), msg, sizeof(msg));
 	if (ret)
@@ -506,8 +510,10 @@ TENCACHE_API int tencache_reserve_release(struct tencache *tc, const char *dir, 
 	struct stat st;
 	int fd, ret;
 
-	if (!node_valid(node))
+	if (!node_valid(node)) {
+		rlog(tc, TENCACHE_LOG_ERR, "release: node %d: no such NUMA node (-1: any)", node);
 		return -EINVAL;
+	}
 	ret = res_locate(dir, node, 0, path, sizeof(path), msg, sizeof(msg));
 	if (ret)
 		goto err_log;
@@ -532,11 +538,11 @@ TENCACHE_API int tencache_reserve_release(struct tencache *tc, const char *dir, 
 	}
 	close(fd);
 	tc_fmt_bytes(a, sizeof(a), res_allocated(&st));
-	rlog(tc, TENCACHE_LOG_INFO, "reserve: released %s (%s of huge pages)", path, a);
+	rlog(tc, TENCACHE_LOG_INFO, "release: released %s (%s of huge pages)", path, a);
 	return 0;
 
 err_log:
-	rlog(tc, ret == -ENOENT ? TENCACHE_LOG_INFO : TENCACHE_LOG_ERR, "release: %s", msg);
+	rlog(tc, ret == -ENOENT ? TENCACHE_LOG_DEBUG : TENCACHE_LOG_ERR, "release: %s", msg);
 	return ret;
 }
 
