@@ -455,14 +455,45 @@ static void pin_row(const char *name, uint64_t gib, double prep, double reg, dou
 	say(" %9.3f %8.4f %9.3f%s%s\n", total, total / gib, rel, note ? "  " : "", note ? note : "");
 }
 
+/*
+ * The reserved pool's setup, outside the timed region: reserve gib GiB (the
+ * one-time cost an admin pays with tencache-ctl reserve); *cost gets its
+ * seconds. The row is printed by pin_release, with the release time.
+ */
+static int pin_reserve(struct tencache *tc, uint64_t gib, double *cost)
+{
+	double t0 = now();
+	int ret;
+
+	last_log[0] = 0;
+	ret = tencache_reserve(tc, NULL, gib << 30, -1, 0, NULL);
+	*cost = now() - t0;
+	if (ret)
+		say("%-30s %4llu %9s %9s %9s %8s %9s  (%s: %s)\n", "reserve (one-time)",
+		    (unsigned long long)gib, "-", "-", "-", "-", "-", strerror(-ret), last_log);
+	return ret;
+}
+
+static void pin_release(struct tencache *tc, uint64_t gib, double cost)
+{
+	double t0 = now();
+	int ret = tencache_reserve_release(tc, NULL, -1);
+
+	if (ret)
+		say("# reserve release failed: %s: %s\n", strerror(-ret), last_log);
+	else
+		pin_row("reserve (one-time)", gib, cost, -1, now() - t0, NULL);
+}
+
 static int cmd_pin(int argc, char **argv)
 {
 	static const unsigned backends[] = { TENCACHE_POOL_MODULE, TENCACHE_POOL_HUGETLB,
-					     TENCACHE_POOL_THP };
+					     TENCACHE_POOL_THP, TENCACHE_POOL_RESERVED };
 	enum { NB = sizeof(backends) / sizeof(backends[0]) };
 	unsigned long long sizes[16] = { 1, 8, 32 };
 	unsigned nsz = 3, k, i, round, rounds = 1;
-	int opt, gpu, cudart;
+	int opt, gpu, cudart, resv_ok;
+	struct tencache_reservation resv;
 
 	while ((opt = getopt(argc, argv, "g:r:o:")) != -1) {
 		switch (opt) {
@@ -489,6 +520,14 @@ static int cmd_pin(int argc, char **argv)
 	say("#   pool: prepare = tencache_pool_create (map, prefault with up to %ld threads, lock), "
 	    "register = tencache_pool_cuda_register (one cuMemHostRegister per 1 GiB segment), "
 	    "release = tencache_pool_destroy\n", sysconf(_SC_NPROCESSORS_ONLN));
+	say("#   pool reserved: the same over a reservation (tencache_reserve of N GiB just before, "
+	    "untimed; its one-time cost is the row just above it, reserve: prepare = tencache_reserve, "
+	    "release = tencache_reserve_release)\n");
+	/* Never resize or remove a reservation the user made. */
+	resv_ok = tencache_reserve_info(NULL, -1, &resv) == -ENOENT;
+	if (!resv_ok)
+		say("#   pool reserved: skipped: you already hold the reservation %s; "
+		    "tencache-ctl release to measure it\n", resv.path);
 	say("#   cudaHostAlloc: prepare = the call, release = cudaFreeHost\n");
 	say("#   cudaHostRegister: prepare = malloc + memset by one thread (4 KiB pages), "
 	    "register = cudaHostRegister, release = cudaHostUnregister\n");
@@ -503,7 +542,7 @@ static int cmd_pin(int argc, char **argv)
 		    "touch of guest memory; later rounds reuse memory the host has backed\n", rounds);
 	for (round = 0; round < rounds * nsz; round++) {
 		uint64_t gib = sizes[k = round % nsz];
-		double pool_total[NB], ha = 0, ha_free = 0;
+		double pool_total[NB], ha = 0, ha_free = 0, resv_cost = 0;
 		int ha_ok = 0;
 
 		if (rounds > 1 && k == 0)
@@ -522,8 +561,15 @@ static int cmd_pin(int argc, char **argv)
 
 			pool_total[i] = -1;
 			snprintf(name, sizeof(name), "pool %s", tencache_pool_backend_name(backends[i]));
+			if (backends[i] == TENCACHE_POOL_RESERVED && !resv_ok)
+				continue;
 			if (tencache_init(&tc, &p))
 				return 1;
+			if (backends[i] == TENCACHE_POOL_RESERVED &&
+			    pin_reserve(tc, gib, &resv_cost)) {
+				tencache_exit(tc);
+				continue;
+			}
 			if (gpu && tencache_cuda_available(tc)) {
 				tencache_exit(tc);
 				return 1;
@@ -536,6 +582,8 @@ static int cmd_pin(int argc, char **argv)
 				say("%-30s %4llu %9s %9s %9s %8s %9s  (%s: %s)\n", name,
 				    (unsigned long long)gib, "-", "-", "-", "-", "-", strerror(-ret),
 				    last_log);
+				if (backends[i] == TENCACHE_POOL_RESERVED)
+					pin_release(tc, gib, resv_cost);
 				tencache_exit(tc);
 				continue;
 			}
@@ -547,6 +595,8 @@ static int cmd_pin(int argc, char **argv)
 			t0 = now();
 			tencache_pool_destroy(pool);
 			rel = now() - t0;
+			if (backends[i] == TENCACHE_POOL_RESERVED)
+				pin_release(tc, gib, resv_cost);
 			tencache_exit(tc);
 			if (ret) {
 				say("%-30s %4llu: register failed: %s\n", name, (unsigned long long)gib,
