@@ -200,7 +200,8 @@ TENCACHE_API struct tencache_arena *tencache_pool_arena(struct tencache_pool *po
  * caller, holds at least the pool's bytes and no other process holds it (an
  * flock for the pool's life); otherwise the next backend is used, with the
  * reason logged (tencache_pool_info's reason). A pool with a NUMA node takes
- * that node's file, else the any-node one. Forced (TENCACHE_POOL_RESERVED),
+ * that node's file, else the any-node one; a pool without one takes the
+ * any-node file, else any node's. Forced (TENCACHE_POOL_RESERVED),
  * it fails instead: -ENOENT none, -EBUSY held, -ENOMEM too small, -EPERM not
  * the caller's or readable by others, -EINVAL not on a 2 MiB hugetlbfs.
  *

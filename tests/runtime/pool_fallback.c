@@ -1,6 +1,7 @@
 /* pool_fallback.c - the userspace pools: THP + mlock, the automatic choice
  * (logged once, queryable), sizing, and the clear -ENOMEM messages. */
 #include <errno.h>
+#include <stdlib.h>
 #include <linux/capability.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -207,6 +208,8 @@ static void test_memlock_limit(void)
 
 int main(void)
 {
+	/* A reservation the machine's user made must not change the auto choice. */
+	setenv("TENCACHE_POOL_FILE", "/nonexistent/tencache-pool", 1);
 	test_params();
 	test_thp();
 	test_auto_and_sizing();
