@@ -483,7 +483,9 @@ struct tencache_cache_stats {
 	uint64_t decision_ns;		/* CPU time in acquire/release decisions */
 	uint64_t decisions;
 	double link_bw[4];		/* bandwidths the plans used, B/s */
-	uint64_t __reserved[2];
+	uint64_t plan_rejects;		/* plans that failed the schedule check
+					 * (a planner bug: ran on demand instead) */
+	uint64_t __reserved[1];
 };
 
 TENCACHE_API int tencache_cache_create(struct tencache *tc, struct tencache_cache **cp,

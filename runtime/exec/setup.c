@@ -339,7 +339,7 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 {
 	struct tc_plan_cfg cfg;
 	uint64_t sum = 0, t0 = tc_now_ns();
-	char b1[32], b2[32];
+	char b1[32], b2[32], err[256];
 	int ret;
 
 	c->want_plan = 0;
@@ -365,6 +365,17 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 		ret = tc_plan_build(&c->trace, &cfg, &c->plan);
 		if (ret)
 			break;
+		/* a plan that would lose or misread a value is a planner bug:
+		 * never run it (on demand is slow but correct) */
+		ret = tc_plan_check(&c->trace, &cfg, &c->plan, err, sizeof(err));
+		if (ret) {
+			tc_plan_free(&c->plan);
+			tc_err(c->tc, "cache: the plan failed its check (%s); running on demand, without prefetch: please report this with the trace (tencache_cache_params.table_path)",
+			       err);
+			c->st.plan_rejects++;
+			c->no_plan = 1;
+			return 0;
+		}
 		c->nr_ghist = 0;
 		fits = gpu_fits(c, &c->plan, NULL, 0);
 		if (!fits) {	/* slabs for the big sizes, then */

@@ -902,10 +902,14 @@ static int pinned_level(const struct tc_trace *tr, const struct tc_plan_cfg *cfg
 	memcpy(pstart, o.converged ? o.start : o.end, ti->nt);
 	if (!o.converged) {
 		for (uint32_t t = 0; t < ti->nt && !ret; t++) {
-			if ((o.end[t] & 1) && !(o.start[t] & 1)) {
+			bool in_s = o.start[t] & 1, in_e = o.end[t] & 1;
+
+			/* as on the GPU level: a copy the step ends dirty but
+			 * starts clean is staged out, or NVMe keeps an old value */
+			if (in_e && (!in_s || ((o.end[t] & 2) && !(o.start[t] & 2)))) {
 				if ((o.end[t] & 2) && o.slive[t])
 					ret = gops_fix(pg, TC_OP_STAGE_OUT, t);
-				if (!ret)
+				if (!ret && !in_s)
 					ret = gops_fix(pg, TC_OP_PDROP, t);
 			}
 		}
