@@ -221,7 +221,8 @@ class DeepSpeed:
     def __init__(self, model, cfg, dev, stage):
         import deepspeed
         self.desc = (f"DeepSpeed {deepspeed.__version__} ZeRO stage {stage}, offload_optimizer "
-                     f"cpu{' + offload_param cpu' if stage == 3 else ''} (pinned), "
+                     f"cpu{' + offload_param cpu' if stage == 3 else ''}"
+                     f"{' (pinned)' if dev.type == 'cuda' else ''}, "
                      "DeepSpeedCPUAdam (AdamW), bf16")
         os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1",
                           MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
@@ -565,6 +566,17 @@ def run_worker(args, cfg, method, deadline, env_extra):
             "log_tail": tail, "wall_s": wall, "log": lpath}
 
 
+def wheel_fits(name):
+    """Whether a wheel file name matches this interpreter (others are skipped)."""
+    try:
+        from packaging.tags import sys_tags
+        from packaging.utils import parse_wheel_filename
+    except ImportError:
+        return True
+    ok = {str(t) for t in sys_tags()}
+    return any(str(t) in ok for t in parse_wheel_filename(name)[3])
+
+
 def prepare_deepspeed(args, env_extra):
     """Install DeepSpeed from --wheels into --work and JIT-build cpu_adam.
     Returns {ok, ...}; never raises."""
@@ -587,7 +599,8 @@ def prepare_deepspeed(args, env_extra):
                             "directory (make it with pip download; see tools/gpu/h200-train.sh)"
             return info
         files = sorted(os.listdir(args.wheels))
-        wheels = [os.path.join(args.wheels, f) for f in files if f.endswith(".whl")]
+        wheels = [os.path.join(args.wheels, f) for f in files
+                  if f.endswith(".whl") and wheel_fits(f)]
         sdist = [os.path.join(args.wheels, f) for f in files
                  if f.startswith("deepspeed-") and f.endswith(".tar.gz")]
         if not any(os.path.basename(w).startswith("deepspeed-") for w in wheels):
