@@ -592,6 +592,15 @@ def prepare_deepspeed(args, env_extra):
     r = subprocess.run(probe, env=env, capture_output=True, text=True, timeout=300)
     if r.returncode == 0:
         info["how"] = "already importable"
+        try:    # installed by an earlier --prepare-deepspeed into this --out
+            with open(os.path.join(args.out, "deepspeed-prepare.json")) as f:
+                prev = json.load(f)
+            if prev.get("ok"):
+                info["how"] = f"--prepare-deepspeed: {prev.get('how')}, cpu_adam JIT build " \
+                              f"{prev.get('op_build_s', 0):.0f} s"
+                info["prepared"] = prev
+        except (OSError, ValueError):
+            pass
     else:
         t0 = time.time()
         if not os.path.isdir(args.wheels or ""):
@@ -659,7 +668,7 @@ def prepare_deepspeed(args, env_extra):
     return info
 
 
-def derive_budgets(args, results, n_params):
+def derive_budgets(args, results):
     """--cap and --gpu-budget, or their auto values from the ideal run."""
     setup = {}
     ideal = results.get("ideal")
@@ -803,7 +812,7 @@ def table(args, order, results, setup, ratios, bound, ds_info):
         L.append("")
     if ds_info is not None:
         L.append("DeepSpeed install: " + ("ok, " + ds_info.get("version", "?") + " via "
-                 + ds_info.get("how", "?") + (f", cpu_adam JIT build {ds_info['op_build_s']:.0f} s"
+                 + ds_info.get("how", "?") + (f", cpu_adam load {ds_info['op_build_s']:.0f} s"
                                              if "op_build_s" in ds_info else "")
                  if ds_info.get("ok") else "failed: " + ds_info.get("error", "?")))
         L.append("")
@@ -829,7 +838,7 @@ def parent(args):
         if m not in METHODS:
             raise SystemExit(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
         methods.append(m)
-    kind, shape = MODELS[args.model]
+    shape = MODELS[args.model][1]
     maxpos = shape.get("max_position_embeddings", 2048)
     if args.seq > maxpos:
         raise SystemExit(f"--seq {args.seq} exceeds {args.model}'s max_position_embeddings "
@@ -854,7 +863,7 @@ def parent(args):
     for m in methods:
         cfg = dict(base)
         if m != "ideal" and not setup:
-            setup = derive_budgets(args, results, None)
+            setup = derive_budgets(args, results)
             log(f"   cap {fmt_b(setup['cap'])} ({setup['cap_how']}); tencache gpu_budget "
                 f"{fmt_b(setup['gpu_budget'])} ({setup['gpu_budget_how']})")
         cfg.update(cap=setup.get("cap"), gpu_budget=setup.get("gpu_budget"))
