@@ -389,6 +389,9 @@ def worker(cfg, method, result_path):
     cap = cfg.get("cap")
     if dev.type == "cuda" and method != "ideal" and cap:
         torch_cap = cap - (cfg["gpu_budget"] if method == "tencache" else 0)
+        if torch_cap <= 0 or cap > res["gpu_total"]:
+            raise SystemExit(f"cap {fmt_b(cap)} and gpu_budget {fmt_b(cfg['gpu_budget'])} "
+                             f"leave torch {fmt_b(torch_cap)} of {fmt_b(res['gpu_total'])}")
         frac = torch_cap / res["gpu_total"]
         torch.cuda.set_per_process_memory_fraction(frac, dev)
         res["cap"], res["torch_cap"], res["fraction"] = cap, torch_cap, frac
@@ -473,10 +476,7 @@ def worker(cfg, method, result_path):
     with open(result_path, "w") as f:
         json.dump(res, f, indent=1)
     log(f"[{method}] {res['tokens_per_s']:.0f} tokens/s, step {res['step_ms']:.0f} ms")
-    if method.startswith("deepspeed") or method == "naive":
-        import torch.distributed as dist
-        if dist.is_initialized():
-            dist.destroy_process_group()
+    # no destroy_process_group: main() leaves with os._exit, so NCCL teardown cannot hang
 
 
 def tencache_summary(m, cfg):
@@ -551,10 +551,13 @@ def run_worker(args, cfg, method, deadline, env_extra):
             rc = p.wait()
         th.join(5)
     wall = time.time() - t0
-    if os.path.exists(rpath) and rc == 0:
+    if os.path.exists(rpath):    # written after the last step: a hang in teardown is no failure
         with open(rpath) as f:
             r = json.load(f)
         r["log"] = lpath
+        if rc:
+            r["note"] = "timed out after writing its result" if timed_out else \
+                f"exit {rc} after writing its result"
         return r
     with open(lpath, errors="replace") as f:
         tail = [ln.rstrip() for ln in f.read().splitlines() if ln.strip()][-40:]
@@ -581,6 +584,14 @@ def prepare_deepspeed(args, env_extra):
     """Install DeepSpeed from --wheels into --work and JIT-build cpu_adam.
     Returns {ok, ...}; never raises."""
     info = {"ok": False, "wheels": args.wheels}
+    try:
+        return _prepare_deepspeed(args, env_extra, info)
+    except Exception as e:    # noqa: BLE001 (a timeout, a missing tool: recorded)
+        info["error"] = f"{type(e).__name__}: {e}"
+        return info
+
+
+def _prepare_deepspeed(args, env_extra, info):
     target = os.path.join(args.work, "ds-site")
     env = dict(os.environ, **env_extra)
     env["PYTHONPATH"] = target + os.pathsep + env.get("PYTHONPATH", "")
@@ -605,7 +616,7 @@ def prepare_deepspeed(args, env_extra):
         t0 = time.time()
         if not os.path.isdir(args.wheels or ""):
             info["error"] = f"DeepSpeed is not installed and --wheels {args.wheels} is not a " \
-                            "directory (make it with pip download; see tools/gpu/h200-train.sh)"
+                            "directory (make it with tools/gpu/ds-wheels.sh)"
             return info
         files = sorted(os.listdir(args.wheels))
         wheels = [os.path.join(args.wheels, f) for f in files
@@ -699,6 +710,9 @@ def derive_budgets(args, results):
             setup["gpu_budget"] = min(2 * GiB, setup["cap"] // 2)
             setup["gpu_budget_how"] += "; raised to min(2 GiB, cap/2): the cap leaves little " \
                                        "beside the activations"
+    elif setup["cap"]:
+        setup["gpu_budget"] = setup["cap"] // 3 // (64 << 20) * (64 << 20)
+        setup["gpu_budget_how"] = "cap/3 (no ideal run to size the activations)"
     else:
         setup["gpu_budget"] = None
         setup["gpu_budget_how"] = "host mode default (60% of the bf16 weights)" \
@@ -767,7 +781,9 @@ def table(args, order, results, setup, ratios, bound, ds_info):
     for m in order:
         r = results[m]
         if not r.get("ok"):
-            L.append(f"| {m} | failed: {r.get('error', '?')} |" + " |" * (len(hdr) - 2))
+            e = r.get("error", "?")
+            L.append(f"| {m} | {e if e.startswith('skipped') else 'failed: ' + e} |" +
+                     " |" * (len(hdr) - 2))
             continue
         t = r.get("tencache") or {}
         hr = t.get("hit_rate")
@@ -882,7 +898,12 @@ def parent(args):
         r = results[m]
         if not r.get("ok"):
             log(f"   {m} FAILED: {r.get('error')}")
-    out, md = summarize(args, results, setup, ds_info)
+    try:
+        out, md = summarize(args, results, setup, ds_info)
+    except Exception:    # noqa: BLE001 (keep the measurements whatever happens)
+        md = "summary failed:\n" + traceback.format_exc()
+        out = {"config": vars(args), "setup": setup, "deepspeed_install": ds_info,
+               "results": results, "summary_error": md}
     with open(os.path.join(args.out, "result.json"), "w") as f:
         json.dump(out, f, indent=1, default=str)
     with open(os.path.join(args.out, "table.md"), "w") as f:
