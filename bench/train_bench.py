@@ -250,6 +250,10 @@ class DeepSpeed:
         self.conf = conf
         self.engine, _, _, _ = deepspeed.initialize(model=model, config=conf,
                                                     model_parameters=model.parameters())
+        bo = getattr(self.engine, "basic_optimizer", None)
+        if bo is not None:    # what DeepSpeed really picked
+            self.desc = self.desc.replace("DeepSpeedCPUAdam (AdamW)", f"{type(bo).__name__}"
+                                          f"{' (AdamW)' if getattr(bo, 'adam_w_mode', 0) else ''}")
 
     def forward(self, x):
         return self.engine(input_ids=x, labels=x).loss
