@@ -31,13 +31,12 @@ class CacheParams(ctypes.Structure):
 
 
 class CacheStats(ctypes.Structure):
-    # the fields up to `decisions`; the rest of the struct is kept as bytes
     _fields_ = [("steps", c_u64), ("planned_steps", c_u64), ("reprofiles", c_u64),
                 ("acquires", c_u64), ("hits", c_u64), ("stall_ns", c_u64),
                 ("last_step_ns", c_u64), ("last_stall_ns", c_u64), ("last_acquires", c_u64),
                 ("last_hits", c_u64), ("link_bytes", c_u64 * 4), ("late_prefetches", c_u64),
                 ("gpu_bytes_peak", c_u64), ("decision_ns", c_u64), ("decisions", c_u64),
-                ("tail", c_u64 * 6)]
+                ("link_bw", ctypes.c_double * 4), ("reserved", c_u64 * 2)]
 
 
 class AdamParams(ctypes.Structure):

@@ -2,7 +2,8 @@
 # run.sh - the Python package's tests on the CPU: installs torch from PyPI
 # when it is missing (skips, exit 77, when that fails or takes more than
 # TORCH_INSTALL_TIMEOUT seconds, default 480), builds libtencache if needed,
-# installs ./python with pip, and runs test_offload.py (exit 0, 1 or 77).
+# installs ./python with pip, and runs test_offload.py and test_train_bench.py
+# (exit 1 if either fails, 77 if both skip, else 0).
 set -uo pipefail
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 PY=${PYTHON:-python3}
@@ -24,6 +25,18 @@ if ! "$PY" -m pip install -q ./python > /tmp/tencache-pip-pkg.log 2>&1 &&
 	echo "not ok - pip install ./python"
 	exit 1
 fi
-# the installed package, from outside the tree, with this tree's library
-cd /tmp && TENCACHE_LIB="$TOP/build/libtencache.so" TEST_DIR="${TEST_DIR:-/var/tmp}" \
-	exec "$PY" "$TOP/tests/python/test_offload.py"
+# the installed package, from outside the tree, with this tree's library;
+# then the training benchmark's CPU smoke test (the tree's bench/)
+cd /tmp || exit 1
+export TENCACHE_LIB="$TOP/build/libtencache.so" TEST_DIR="${TEST_DIR:-/var/tmp}"
+"$PY" "$TOP/tests/python/test_offload.py"
+rc1=$?
+echo "# tests/python/test_train_bench.py"
+"$PY" "$TOP/tests/python/test_train_bench.py"
+rc2=$?
+# fail if either failed; skip only if both skipped
+for rc in $rc1 $rc2; do
+	[ "$rc" = 0 ] || [ "$rc" = 77 ] || exit 1
+done
+[ "$rc1" = 77 ] && [ "$rc2" = 77 ] && exit 77
+exit 0
