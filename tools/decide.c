@@ -8,11 +8,20 @@
  * The copies are made negligible: every tensor is registered at its size
  * divided by --scale (rounded up to 4 KiB), so the same trace with the same
  * relative sizes and budget runs its evictions, prefetches and write-backs
- * on a few MiB. Each call is timed with the calling thread's CPU clock
- * (CLOCK_THREAD_CPUTIME_ID): waiting for a copy blocks and costs no CPU, so
- * what is measured is the decision work plus the cost of issuing the copies;
- * the clock's own cost is measured and subtracted. Wall time per call is
- * printed beside it.
+ * on a few MiB.
+ *
+ * Two measured passes per variant (after warm-up steps):
+ *   whole  the calling thread's CPU clock (CLOCK_THREAD_CPUTIME_ID) is read
+ *          once per step around all its acquires and releases: CPU per
+ *          decision, everything included (issuing copies; in host mode an
+ *          acquire that waits for a copy blocks, and blocking costs the
+ *          futex calls and context switches, not the wait itself)
+ *   split  every call is timed by the wall clock (vDSO, ~20 ns, subtracted),
+ *          with getrusage(RUSAGE_THREAD) around it, untimed: a call during
+ *          which the thread switched out (blocked on a copy, or preempted)
+ *          is counted apart; the others' wall time is their CPU time. The
+ *          thread CPU clock is a system call here (~0.5 us), too coarse to
+ *          time one call.
  *
  * Side by side, in one run:
  *   ours       the planned path: Belady eviction, timed prefetch (the goal)
@@ -35,6 +44,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -91,8 +101,6 @@ static inline uint64_t wall_ns(void)
 	return clk(CLOCK_MONOTONIC);
 }
 
-/* The cost one timed call adds: a pair of CPU-clock reads plus a pair of
- * wall-clock reads, as measured around an empty call (median of many). */
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -100,22 +108,19 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static void timer_cost(double *cpu, double *wall)
+/* What a pair of wall-clock reads adds to a timed call (median of many). */
+static double timer_cost(void)
 {
 	enum { N = 20001 };
-	static uint64_t dc[N], dw[N];
+	static uint64_t d[N];
 
 	for (int i = 0; i < N; i++) {
-		uint64_t w0 = wall_ns(), c0 = cpu_ns();
-		uint64_t c1 = cpu_ns(), w1 = wall_ns();
+		uint64_t w0 = wall_ns(), w1 = wall_ns();
 
-		dc[i] = c1 - c0;
-		dw[i] = w1 - w0;
+		d[i] = w1 - w0;
 	}
-	qsort(dc, N, sizeof(dc[0]), cmp_u64);
-	qsort(dw, N, sizeof(dw[0]), cmp_u64);
-	*cpu = dc[N / 2];
-	*wall = dw[N / 2];
+	qsort(d, N, sizeof(d[0]), cmp_u64);
+	return d[N / 2];
 }
 
 /* ---- the naive baseline: hash map + LRU list + byte budget ---------------- */
@@ -302,23 +307,31 @@ static const char *const vdesc[V_NR] = {
 	"hash map + LRU list + byte budget (bookkeeping only, no copies)",
 };
 
+/* One kind of call in the split pass. */
+struct calls {
+	uint64_t *ns;		/* wall ns of the calls that did not switch out */
+	uint64_t n, sum;
+	uint64_t calls, switched;
+};
+
 struct vres {
 	bool ran;
-	uint64_t n_acq, n_rel, n_step;
-	double acq_cpu, rel_cpu, step_cpu;	/* mean ns per call */
-	double acq_wall, rel_wall, step_wall;
-	double acq_p50, acq_p99, rel_p50, rel_p99;	/* CPU ns */
 	double dec_cpu, dec_wall;	/* whole pass: per acquire or release */
-	double hit;				/* GPU read hit rate, measured steps */
-	uint64_t planned;			/* measured steps run from a plan */
-	double own_ns;				/* the cache's decision_ns / decisions */
+	double acq, acq_p50, acq_p99, acq_sw;	/* split: ns; share switched out */
+	double rel, rel_p50, rel_p99, rel_sw;
+	double step_cpu;		/* step_end + step_begin, CPU ns */
+	double hit;			/* GPU read hit rate, measured steps */
+	uint64_t planned;		/* measured steps run from a plan */
+	double own_ns;			/* the cache's decision_ns / decisions */
 };
 
 struct ctx {
 	const struct tc_trace *tr;	/* scaled */
 	uint32_t steps, warmup;		/* steps per measured pass, warm-up steps */
-	double tcpu, twall;		/* timer cost per timed call */
-	uint64_t *acq_c, *rel_c;	/* per-call CPU ns, measured steps */
+	double tcost;			/* wall-clock pair, ns */
+	struct calls acq, rel;
+	uint64_t whole_cpu, whole_wall, whole_n;
+	uint64_t step_cpu, step_n;
 };
 
 static unsigned acq_flags(const struct tc_access *a)
@@ -328,54 +341,7 @@ static unsigned acq_flags(const struct tc_access *a)
 	       ((a->flags & TC_ACC_HOST) ? TENCACHE_ACQ_HOST : 0);
 }
 
-static double pct(uint64_t *v, uint64_t n, double p)
-{
-	if (!n)
-		return 0;
-	qsort(v, n, sizeof(*v), cmp_u64);
-	return v[(uint64_t)(p * (n - 1))];
-}
-
-static double sub(double x, double cost)
-{
-	return x > cost ? x - cost : 0;
-}
-
-/* Sums and per-call samples of one kind of call. */
-struct acc_t {
-	uint64_t cpu, wall, n;
-};
-
-static void finish(struct ctx *x, struct vres *r, struct acc_t *a, struct acc_t *rl,
-		   struct acc_t *st, struct acc_t *wh)
-{
-	uint64_t na = a->n, nr = rl->n;
-
-	r->dec_cpu = wh->n ? (double)wh->cpu / wh->n : 0;
-	r->dec_wall = wh->n ? (double)wh->wall / wh->n : 0;
-
-	r->n_acq = na;
-	r->n_rel = nr;
-	r->n_step = st->n;
-	r->acq_cpu = na ? sub((double)a->cpu / na, x->tcpu) : 0;
-	r->rel_cpu = nr ? sub((double)rl->cpu / nr, x->tcpu) : 0;
-	r->step_cpu = st->n ? sub((double)st->cpu / st->n, 2 * x->tcpu) : 0;
-	r->acq_wall = na ? sub((double)a->wall / na, x->twall) : 0;
-	r->rel_wall = nr ? sub((double)rl->wall / nr, x->twall) : 0;
-	r->step_wall = st->n ? sub((double)st->wall / st->n, 2 * x->twall) : 0;
-	r->acq_p50 = sub(pct(x->acq_c, na, 0.5), x->tcpu);
-	r->acq_p99 = sub(pct(x->acq_c, na, 0.99), x->tcpu);
-	r->rel_p50 = sub(pct(x->rel_c, nr, 0.5), x->tcpu);
-	r->rel_p99 = sub(pct(x->rel_c, nr, 0.99), x->tcpu);
-	r->ran = true;
-}
-
-/*
- * A variant runs warm-up steps, then two measured passes of --steps each:
- * SPLIT times every call (CPU and wall, summed into a, sampled into v), so
- * acquire and release are apart; WHOLE reads the clocks once per step around
- * all its calls, with no per-call clock in the way.
- */
+/* Passes: warm-up steps, then --steps SPLIT steps, then --steps WHOLE. */
 enum { P_WARMUP, P_SPLIT, P_WHOLE };
 
 static int pass_of(const struct ctx *x, uint32_t k)
@@ -383,32 +349,80 @@ static int pass_of(const struct ctx *x, uint32_t k)
 	return k < x->warmup ? P_WARMUP : k < x->warmup + x->steps ? P_SPLIT : P_WHOLE;
 }
 
-#define TIMED(a, v, pass, call) ({					\
+static void reset(struct ctx *x)
+{
+	uint64_t *a = x->acq.ns, *r = x->rel.ns;
+
+	memset(&x->acq, 0, sizeof(x->acq));
+	memset(&x->rel, 0, sizeof(x->rel));
+	x->acq.ns = a;
+	x->rel.ns = r;
+	x->whole_cpu = x->whole_wall = x->whole_n = x->step_cpu = x->step_n = 0;
+}
+
+static uint64_t switches(void)
+{
+	struct rusage u;
+
+	getrusage(RUSAGE_THREAD, &u);
+	return u.ru_nvcsw + u.ru_nivcsw;
+}
+
+/* In the split pass, time one call into k; otherwise just make it. */
+#define CALL(x, k, pass, call) ({					\
 	int r_;								\
 	if ((pass) == P_SPLIT) {					\
-		uint64_t w0_ = wall_ns(), c0_ = cpu_ns();		\
+		uint64_t s0_ = switches(), w0_ = wall_ns();		\
 		r_ = (call);						\
-		uint64_t c1_ = cpu_ns(), w1_ = wall_ns();		\
-		(v)[(a).n] = c1_ - c0_;					\
-		(a).cpu += c1_ - c0_;					\
-		(a).wall += w1_ - w0_;					\
-		(a).n++;						\
+		uint64_t w1_ = wall_ns(), s1_ = switches();		\
+		(k)->calls++;						\
+		if (s1_ != s0_) {					\
+			(k)->switched++;				\
+		} else {						\
+			(k)->ns[(k)->n++] = w1_ - w0_;			\
+			(k)->sum += w1_ - w0_;				\
+		}							\
 	} else {							\
 		r_ = (call);						\
 	}								\
 	r_;								\
 })
 
+static double sub(double v, double cost)
+{
+	return v > cost ? v - cost : 0;
+}
+
+static void summarize(const struct ctx *x, struct calls *k, double *mean, double *p50,
+		      double *p99, double *sw)
+{
+	*mean = k->n ? sub((double)k->sum / k->n, x->tcost) : 0;
+	qsort(k->ns, k->n, sizeof(*k->ns), cmp_u64);
+	*p50 = k->n ? sub(k->ns[k->n / 2], x->tcost) : 0;
+	*p99 = k->n ? sub(k->ns[(k->n - 1) * 99 / 100], x->tcost) : 0;
+	*sw = k->calls ? (double)k->switched / k->calls : 0;
+}
+
+static void finish(struct ctx *x, struct vres *r)
+{
+	r->dec_cpu = x->whole_n ? (double)x->whole_cpu / x->whole_n : 0;
+	r->dec_wall = x->whole_n ? (double)x->whole_wall / x->whole_n : 0;
+	r->step_cpu = x->step_n ? (double)x->step_cpu / x->step_n : 0;
+	summarize(x, &x->acq, &r->acq, &r->acq_p50, &r->acq_p99, &r->acq_sw);
+	summarize(x, &x->rel, &r->rel, &r->rel_p50, &r->rel_p99, &r->rel_sw);
+	r->ran = true;
+}
+
 static int run_naive(struct ctx *x, uint64_t budget, struct vres *r)
 {
 	const struct tc_trace *tr = x->tr;
-	struct acc_t a = { 0 }, rl = { 0 }, st = { 0 }, wh = { 0 };
 	struct naive nv;
 	uint64_t acq0 = 0, hit0 = 0;
 	int ret = nv_create(&nv, tr, budget);
 
 	if (ret)
 		return ret;
+	reset(x);
 	for (uint32_t k = 0; k < x->warmup + 2 * x->steps && !ret; k++) {
 		int m = pass_of(x, k);
 		uint32_t start = 0;
@@ -419,29 +433,27 @@ static int run_naive(struct ctx *x, uint64_t budget, struct vres *r)
 		for (uint32_t i = 0; i < tr->nr_acc && !ret; i++) {
 			const struct tc_access *ac = &tr->acc[i];
 
-			ret = TIMED(a, x->acq_c, m, nv_acquire(&nv, nv_key(ac->tensor),
-								acq_flags(ac)));
+			ret = CALL(x, &x->acq, m, nv_acquire(&nv, nv_key(ac->tensor),
+							      acq_flags(ac)));
 			if (ret || !(ac->flags & TC_ACC_END))
 				continue;
 			for (uint32_t j = start; j <= i && !ret; j++)
-				ret = TIMED(rl, x->rel_c, m,
-					    nv_release(&nv, nv_key(tr->acc[j].tensor)));
+				ret = CALL(x, &x->rel, m,
+					   nv_release(&nv, nv_key(tr->acc[j].tensor)));
 			start = i + 1;
 		}
 		if (m == P_WHOLE) {
-			wh.cpu += cpu_ns() - c0;
-			wh.wall += wall_ns() - w0;
-			wh.n += 2 * tr->nr_acc;
+			x->whole_cpu += cpu_ns() - c0;
+			x->whole_wall += wall_ns() - w0;
+			x->whole_n += 2 * tr->nr_acc;
 		}
-		if (m != P_WARMUP)
-			st.n++;	/* a step boundary costs the naive cache nothing */
+		x->step_n += m != P_WARMUP;	/* a step boundary costs it nothing */
 	}
 	if (ret) {
 		fprintf(stderr, "decide: naive: %s (budget below an op?)\n", strerror(-ret));
 	} else {
 		r->hit = nv.acquires > acq0 ? (double)(nv.hits - hit0) / (nv.acquires - acq0) : 1;
-		r->planned = 0;
-		finish(x, r, &a, &rl, &st, &wh);
+		finish(x, r);
 	}
 	nv_destroy(&nv);
 	return ret;
@@ -459,7 +471,6 @@ static int run_cache(struct ctx *x, struct tencache *tc, bool host, uint64_t bud
 	const struct tc_trace *tr = x->tr;
 	struct tencache_cache_params cp = { 0 };
 	struct tencache_cache_stats s0, s1;
-	struct acc_t a = { 0 }, rl = { 0 }, st = { 0 }, wh = { 0 };
 	struct tencache_cache *c;
 	int *ids, ret;
 
@@ -480,22 +491,19 @@ static int run_cache(struct ctx *x, struct tencache *tc, bool host, uint64_t bud
 		ids[t] = ret;
 		ret = ret < 0 ? cache_fail("tencache_tensor_register", 0, ret) : 0;
 	}
+	reset(x);
 	memset(&s0, 0, sizeof(s0));
 	for (uint32_t k = 0; k < x->warmup + 2 * x->steps && !ret; k++) {
 		int m = pass_of(x, k);
 		uint32_t start = 0;
-		uint64_t w0, c0;
+		uint64_t w0, c0, cb;
 
 		if (k == x->warmup && (ret = tencache_cache_stats(c, &s0)))
 			break;
-		/* a step boundary: begin here, end below (each timed as one) */
-		w0 = wall_ns();
-		c0 = cpu_ns();
+		/* a step boundary: step_begin here and step_end below, timed as one */
+		cb = cpu_ns();
 		ret = tencache_step_begin(c);
-		if (m != P_WARMUP) {
-			st.cpu += cpu_ns() - c0;
-			st.wall += wall_ns() - w0;
-		}
+		cb = cpu_ns() - cb;
 		if (ret) {
 			cache_fail("tencache_step_begin", 0, ret);
 			break;
@@ -506,8 +514,8 @@ static int run_cache(struct ctx *x, struct tencache *tc, bool host, uint64_t bud
 			const struct tc_access *ac = &tr->acc[i];
 			void *ptr;
 
-			ret = TIMED(a, x->acq_c, m, tencache_acquire(c, ids[ac->tensor],
-								      acq_flags(ac), NULL, &ptr));
+			ret = CALL(x, &x->acq, m, tencache_acquire(c, ids[ac->tensor],
+								    acq_flags(ac), NULL, &ptr));
 			if (ret) {
 				cache_fail("tencache_acquire", i, ret);
 				break;
@@ -516,8 +524,8 @@ static int run_cache(struct ctx *x, struct tencache *tc, bool host, uint64_t bud
 				continue;
 			/* compute 0: no host-op sleep, no compute task */
 			for (uint32_t j = start; j <= i && !ret; j++) {
-				ret = TIMED(rl, x->rel_c, m, tencache_release(c, ids[tr->acc[j].tensor],
-									      NULL, 0));
+				ret = CALL(x, &x->rel, m, tencache_release(c, ids[tr->acc[j].tensor],
+									   NULL, 0));
 				if (ret)
 					cache_fail("tencache_release", j, ret);
 			}
@@ -526,17 +534,15 @@ static int run_cache(struct ctx *x, struct tencache *tc, bool host, uint64_t bud
 		if (ret)
 			break;
 		if (m == P_WHOLE) {
-			wh.cpu += cpu_ns() - c0;
-			wh.wall += wall_ns() - w0;
-			wh.n += 2 * tr->nr_acc;
+			x->whole_cpu += cpu_ns() - c0;
+			x->whole_wall += wall_ns() - w0;
+			x->whole_n += 2 * tr->nr_acc;
 		}
-		w0 = wall_ns();
 		c0 = cpu_ns();
 		ret = tencache_step_end(c);
 		if (m != P_WARMUP) {
-			st.cpu += cpu_ns() - c0;
-			st.wall += wall_ns() - w0;
-			st.n++;
+			x->step_cpu += cpu_ns() - c0 + cb;
+			x->step_n++;
 		}
 		if (ret)
 			cache_fail("tencache_step_end", tr->nr_acc, ret);
@@ -551,7 +557,7 @@ static int run_cache(struct ctx *x, struct tencache *tc, bool host, uint64_t bud
 		r->hit = acq ? (double)(s1.hits - s0.hits) / acq : 1;
 		r->planned = s1.planned_steps - s0.planned_steps;
 		r->own_ns = dec ? (double)(s1.decision_ns - s0.decision_ns) / dec : 0;
-		finish(x, r, &a, &rl, &st, &wh);
+		finish(x, r);
 	}
 	tencache_cache_destroy(c);
 	free(ids);
@@ -778,13 +784,13 @@ int bench_decide(int argc, char **argv)
 	x.tr = &tr;
 	x.steps = steps;
 	x.warmup = warmup;
-	x.acq_c = malloc(nacc * steps * sizeof(*x.acq_c));
-	x.rel_c = malloc(nacc * steps * sizeof(*x.rel_c));
-	if (!x.acq_c || !x.rel_c) {
+	x.acq.ns = malloc(nacc * steps * sizeof(*x.acq.ns));
+	x.rel.ns = malloc(nacc * steps * sizeof(*x.rel.ns));
+	if (!x.acq.ns || !x.rel.ns) {
 		ret = -ENOMEM;
 		goto out;
 	}
-	timer_cost(&x.tcpu, &x.twall);
+	x.tcost = timer_cost();
 
 	header(argc, argv);
 	dsay("decide: %s (%u layers, hidden %u, vocab %u: %.1fM params): %u tensors, %u "
@@ -795,9 +801,9 @@ int bench_decide(int argc, char **argv)
 	     (unsigned long long)scale, all / 1048576.0, p16 / 1048576.0, maxop / 1048576.0,
 	     budget / 1048576.0, 100.0 * budget / p16,
 	     budget == maxop ? ", raised to the largest op" : "");
-	dsay("  %s mode; per variant %u warm-up + 2 x %u measured steps; compute 0 per op; "
-	     "timer cost %.0f ns CPU, %.0f ns wall per call, subtracted\n",
-	     host ? "host" : "GPU", warmup, steps, x.tcpu, x.twall);
+	dsay("  %s mode; per variant %u warm-up steps, then a split and a whole pass of %u "
+	     "steps; compute 0 per op;\n  wall clock cost per timed call %.0f ns, subtracted\n",
+	     host ? "host" : "GPU", warmup, steps, x.tcost);
 
 	memset(res, 0, sizeof(res));
 	for (int v = 0; v < V_NR; v++) {
@@ -830,12 +836,12 @@ int bench_decide(int argc, char **argv)
 		}
 	}
 
-	dsay("\n%-10s %9s %9s | %8s %7s %7s | %8s %7s %7s | %8s %7s %7s %8s\n", "variant",
-	     "CPU ns", "wall ns", "acquire", "p50", "p99", "release", "p50", "p99", "step",
-	     "hit %", "planned", "own");
-	dsay("%-10s %9s %9s | %8s %7s %7s | %8s %7s %7s | %8s %7s %7s %8s\n", "",
-	     "/decision", "/decision", "CPU ns", "", "", "CPU ns", "", "", "CPU us", "", "steps",
-	     "ns/dec");
+	dsay("\n%-10s %9s %9s %8s | %8s %7s %7s %6s | %8s %7s %7s %6s | %8s %7s %7s %6s\n",
+	     "variant", "CPU ns", "wall ns", "acquire", "acquire", "p50", "p99", "switch",
+	     "release", "p50", "p99", "switch", "step", "hit %", "planned", "own");
+	dsay("%-10s %9s %9s %8s | %8s %7s %7s %6s | %8s %7s %7s %6s | %8s %7s %7s %6s\n", "",
+	     "/decision", "/decision", "CPU ns", "ns", "", "", "%", "ns", "", "", "%", "CPU us",
+	     "", "steps", "ns");
 	for (int v = 0; v < V_NR; v++) {
 		const struct vres *r = &res[v];
 
@@ -843,28 +849,36 @@ int bench_decide(int argc, char **argv)
 			dsay("%-10s %9s\n", vnames[v], "error");
 			continue;
 		}
-		dsay("%-10s %9.0f %9.0f | %8.0f %7.0f %7.0f | %8.0f %7.0f %7.0f | %8.1f %7.2f %7llu ",
-		     vnames[v], r->dec_cpu, r->dec_wall, r->acq_cpu, r->acq_p50, r->acq_p99,
-		     r->rel_cpu, r->rel_p50, r->rel_p99, r->step_cpu / 1e3, 100 * r->hit,
-		     (unsigned long long)r->planned);
+		dsay("%-10s %9.0f %9.0f %8.0f | %8.0f %7.0f %7.0f %6.2f | %8.0f %7.0f %7.0f %6.2f | "
+		     "%8.1f %7.2f %7llu ", vnames[v], r->dec_cpu, r->dec_wall,
+		     sub(2 * r->dec_cpu, r->rel), r->acq, r->acq_p50, r->acq_p99, 100 * r->acq_sw,
+		     r->rel, r->rel_p50, r->rel_p99, 100 * r->rel_sw, r->step_cpu / 1e3,
+		     100 * r->hit, (unsigned long long)r->planned);
 		if (v == V_NAIVE)
-			dsay("%8s\n", "-");
+			dsay("%6s\n", "-");
 		else
-			dsay("%8.0f\n", r->own_ns);
+			dsay("%6.0f\n", r->own_ns);
 	}
 	dsay("\n");
 	for (int v = 0; v < V_NR; v++)
 		dsay("  %-10s %s\n", vnames[v], vdesc[v]);
-	dsay("  /decision: one pass of %u steps, the clocks read once per step around all its\n"
-	     "    acquires and releases: the caller thread's CPU time (waits for copies block and\n"
-	     "    cost none) and wall time (waits included) per call\n"
-	     "  acquire, release: another pass of %u steps with each call timed by the thread's CPU\n"
-	     "    clock (its cost subtracted; the clock's system call adds some noise): mean, p50, p99\n"
+	dsay("  CPU, wall ns/decision: a pass of %u steps with the clocks read once per step\n"
+	     "    around its acquires and releases (the caller thread's CPU time: waits block; the\n"
+	     "    futex calls and context switches of blocking are in it); acquire CPU ns: the\n"
+	     "    same less the releases (2 x decision - release)\n"
+	     "  acquire, release ns: another pass of %u steps, each call timed by the wall clock:\n"
+	     "    mean, p50, p99 of the calls during which the thread did not switch out (their\n"
+	     "    wall time is CPU time); switch: the share that did (blocked on a copy in host\n"
+	     "    mode, or preempted)\n"
 	     "  step: CPU per step_end + step_begin; hit: GPU reads found resident and ready;\n"
-	     "    own: the cache's own decision_ns counter (wall, waits excluded)\n", steps, steps);
+	     "    own: the cache's decision_ns counter per call (wall, its waits excluded)\n",
+	     steps, steps);
 	if (res[V_OURS].ran) {
 		const struct vres *o = &res[V_OURS];
-		bool pass = o->dec_cpu <= GOAL_NS && o->acq_cpu <= GOAL_NS && o->rel_cpu <= GOAL_NS;
+		double acq_all = sub(2 * o->dec_cpu, o->rel);
+		/* a decision is what the caller pays apart from blocking on data: the
+		 * acquires that did not switch out; the whole figure is shown beside */
+		bool pass = o->dec_cpu <= GOAL_NS && o->acq <= GOAL_NS && o->rel <= GOAL_NS;
 
 		for (int v = V_RESIDENT; v < V_NR; v++) {
 			const struct vres *b = &res[v];
@@ -872,22 +886,23 @@ int bench_decide(int argc, char **argv)
 
 			if (!b->ran || !(b->dec_cpu >= 1))
 				continue;
-			/* a figure under 1 ns is below the clock's noise: no ratio */
-			if (b->acq_cpu >= 1)
-				snprintf(ra, sizeof(ra), "x%.2f", o->acq_cpu / b->acq_cpu);
-			if (b->rel_cpu >= 1)
-				snprintf(rr, sizeof(rr), "x%.2f", o->rel_cpu / b->rel_cpu);
-			dsay("  ours / %-9s per decision x%.2f (acquire %s, release %s)\n",
+			/* under 1 ns is below the clock's resolution: no ratio */
+			if (b->acq >= 1)
+				snprintf(ra, sizeof(ra), "x%.2f", o->acq / b->acq);
+			if (b->rel >= 1)
+				snprintf(rr, sizeof(rr), "x%.2f", o->rel / b->rel);
+			dsay("  ours / %-9s CPU per decision x%.2f (acquire %s, release %s)\n",
 			     vnames[v], o->dec_cpu / b->dec_cpu, ra, rr);
 		}
 		dsay("goal: <= %.0f ns of CPU per acquire / release decision: ours %.0f ns per "
-		     "decision, acquire %.0f, release %.0f: %s\n", GOAL_NS, o->dec_cpu, o->acq_cpu,
-		     o->rel_cpu, pass ? "PASS" : "FAIL");
+		     "decision (acquire %.0f with blocking), acquire %.0f and release %.0f per call "
+		     "that did not block: %s\n", GOAL_NS, o->dec_cpu, acq_all, o->acq, o->rel,
+		     pass ? "PASS" : "FAIL");
 	}
 	ret = fails ? 1 : 0;
 out:
-	free(x.acq_c);
-	free(x.rel_c);
+	free(x.acq.ns);
+	free(x.rel.ns);
 	if (tc)
 		tencache_exit(tc);
 	tc_trace_free(&full);
