@@ -3,7 +3,8 @@
 # "N passed, N failed, N skipped" over all of them.
 #   --install   first install the Debian packages (tests/deps.sh, needs root)
 # Suites: runtime and planner programs (tests/runner.sh), GPU programs (skip
-# without a GPU), and the kernel module in a QEMU-booted Debian kernel with its
+# without a GPU), smoke runs of tencache-bench replay and decide (tests/tools),
+# the python package, and the kernel module in a QEMU-booted Debian kernel with its
 # kselftests and VM benchmarks (tests/vm/run-vm.sh).
 set -uo pipefail
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -29,6 +30,10 @@ for suite in runtime plan gpu; do
 	# shellcheck disable=SC2086
 	bash tests/runner.sh $bins | tee "$LOG/$suite.tap"
 done
+
+step "tools: the main job (replay) and the decide benchmark, smoke runs (tests/tools)"
+bash tests/runner.sh tests/tools/replay_smoke.sh tests/tools/replay_belady.sh \
+	tests/tools/decide_smoke.sh | tee "$LOG/tools.tap"
 
 step "python tests (tests/python/run.sh)"
 TEST_TIMEOUT=900 bash tests/runner.sh tests/python/run.sh | tee "$LOG/python.tap"
