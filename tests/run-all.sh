@@ -3,8 +3,7 @@
 # "N passed, N failed, N skipped" over all of them.
 #   --install   first install the Debian packages (tests/deps.sh, needs root)
 # Suites: runtime and planner programs (tests/runner.sh), GPU programs (skip
-# without a GPU), smoke runs of tencache-bench replay and decide (tests/tools),
-# the python package, and the kernel module in a QEMU-booted Debian kernel with its
+# without a GPU), and the kernel module in a QEMU-booted Debian kernel with its
 # kselftests and VM benchmarks (tests/vm/run-vm.sh).
 set -uo pipefail
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
