@@ -21,7 +21,8 @@
 #    spent by the replay's caller thread), 2 warm-up (profile + first plan)
 #    and 2 measured steps per policy.
 # REPLAY_ARGS replaces the common replay options; RUNS picks runs by name
-# (default "6.7b-10 6.7b-25 6.7b-50 13b-10 13b-25 13b-50").
+# (default "6.7b-10 6.7b-25 6.7b-50 13b-10 13b-25 13b-50"); PINNED the 13B runs'
+# pinned share of the state (default 98%).
 set -uo pipefail
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$TOP"
@@ -81,7 +82,7 @@ for r in $RUNS; do
 	case $r in
 	6.7b-*) replay "opt-6.7b-${r#6.7b-}" 40 --model opt-6.7b --gpu-budget "${r#6.7b-}%" ;;
 	13b-*) replay "opt-13b-${r#13b-}" 50 --model opt-13b --layers 20 --gpu-budget "${r#13b-}%" \
-		--nvme "$NVME" --pinned-budget 98% --nvme-budget 8G ;;
+		--nvme "$NVME" --pinned-budget "${PINNED:-98%}" --nvme-budget 8G ;;
 	*) echo "unknown run $r" ;;
 	esac
 done
