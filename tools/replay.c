@@ -33,11 +33,15 @@ extern char **environ;
 #define MB	1e6
 #define MAX_STEPS 1000
 
-/* The embedded default: OPT-1.3B's shape scaled to ~85M parameters (1.4 GB
- * of fp16/fp32 state), so that host mode runs on a small CPU-only machine. */
+/* The embedded default: OPT-1.3B's shape scaled to ~85M parameters (1.3 GB
+ * of fp16/fp32 state), so that host mode runs on a small CPU-only machine in
+ * seconds. Batch 2: at batch 8 the scaled model's activations make its
+ * largest op 64% of a 25% budget, where the GPU arena cannot be planned
+ * without fragmenting (the full OPT-1.3B's is 38%). */
 #define DEF_MODEL	"opt-1.3b"
 #define DEF_HIDDEN	512
 #define DEF_VOCAB	16384
+#define DEF_BATCH	2
 
 static const struct {
 	const char *name;	/* as typed in --policies */
@@ -59,7 +63,8 @@ struct opts {
 	uint32_t layers, hidden, vocab;
 	struct tc_gen_cfg gen;
 	uint32_t steps, warmup, profile;
-	bool host, have_bw, pol[NR_POL];
+	double time_limit;	/* s, 0: none */
+	bool host, have_bw, have_batch, pol[NR_POL];
 	double bw[TC_LINK_NR];	/* B/s */
 };
 
@@ -67,6 +72,7 @@ struct opts {
 struct result {
 	bool ran;
 	int err;			/* -errno of a failure, 0 */
+	unsigned steps;			/* measured steps (--steps, fewer at --time-limit) */
 	uint64_t step_ns[MAX_STEPS];	/* measured steps, wall */
 	uint64_t step_mean_ns, step_min_ns;
 	uint64_t acquires, hits, stall_ns, late;	/* per measured step */
@@ -101,7 +107,8 @@ static int usage(void)
 "                      host mode in ~2 GB of memory)\n"
 "  --layers N --hidden N --vocab N   override the shape (ffn and heads follow\n"
 "                      hidden, keeping the head size)\n"
-"  --batch N --seq N   tokens per step (default 8 x 1024)\n"
+"  --batch N --seq N   tokens per step (default 8 x 1024; the embedded default\n"
+"                      model: %d x 1024)\n"
 "  --tflops X          GPU rate for compute times (default 400)\n"
 "  --adam-rate X       optimizer params/s (default 2e9, CPU Adam)\n"
 "  --gpu-adam          run Adam on the GPU instead of the host\n"
@@ -122,11 +129,15 @@ static int usage(void)
 "  --steps N           measured steps per policy (default 4)\n"
 "  --warmup N          unmeasured steps first (default 2: profile + first plan)\n"
 "  --profile N         of which profiled by the cache (default 1)\n"
+"  --time-limit S      finish within about S seconds: each policy gets an equal\n"
+"                      share of the time left and, once past it, ends after its\n"
+"                      first measured step; a policy not started by then is\n"
+"                      skipped (\"time limit\")\n"
 "output:\n"
 "  -o, --out PATH      JSON result\n"
 "  --timeline PATH     Perfetto (Chrome trace JSON) timeline of our policy's run\n"
 "  --plot PATH         PNG plot (python3 + matplotlib, tools/plot_replay.py)\n",
-		DEF_HIDDEN, DEF_VOCAB);
+		DEF_HIDDEN, DEF_VOCAB, DEF_BATCH);
 	return 2;
 }
 
@@ -248,7 +259,7 @@ static int parse_policies(const char *s, bool *pol)
 enum {
 	O_MODEL = 256, O_LAYERS, O_HIDDEN, O_VOCAB, O_BATCH, O_SEQ, O_TFLOPS, O_ADAM,
 	O_GPU_ADAM, O_GPU_BUDGET, O_PINNED_BUDGET, O_NVME_BUDGET, O_NVME, O_BW, O_HOST,
-	O_POLICIES, O_TABLE, O_STEPS, O_WARMUP, O_PROFILE, O_TIMELINE, O_PLOT,
+	O_POLICIES, O_TABLE, O_STEPS, O_WARMUP, O_PROFILE, O_TIMELINE, O_PLOT, O_TIME_LIMIT,
 };
 
 static int parse_opts(int argc, char **argv, struct opts *o)
@@ -264,7 +275,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "policies", 1, 0, O_POLICIES }, { "table", 1, 0, O_TABLE },
 		{ "steps", 1, 0, O_STEPS }, { "warmup", 1, 0, O_WARMUP },
 		{ "profile", 1, 0, O_PROFILE }, { "timeline", 1, 0, O_TIMELINE },
-		{ "plot", 1, 0, O_PLOT }, { "out", 1, 0, 'o' }, { "help", 0, 0, 'h' },
+		{ "plot", 1, 0, O_PLOT }, { "time-limit", 1, 0, O_TIME_LIMIT },
+		{ "out", 1, 0, 'o' }, { "help", 0, 0, 'h' },
 		{ 0 },
 	};
 	int c, bad = 0;
@@ -284,7 +296,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case O_LAYERS: bad = parse_u32(optarg, &o->layers); break;
 		case O_HIDDEN: bad = parse_u32(optarg, &o->hidden); break;
 		case O_VOCAB: bad = parse_u32(optarg, &o->vocab); break;
-		case O_BATCH: bad = parse_u32(optarg, &o->gen.batch); break;
+		case O_BATCH: bad = parse_u32(optarg, &o->gen.batch); o->have_batch = true; break;
 		case O_SEQ: bad = parse_u32(optarg, &o->gen.seq); break;
 		case O_TFLOPS: bad = parse_double(optarg, &o->gen.tflops); break;
 		case O_ADAM: bad = parse_double(optarg, &o->gen.adam_params_per_s); break;
@@ -302,6 +314,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case O_PROFILE: bad = parse_range(optarg, 1, 100, &o->profile); break;
 		case O_TIMELINE: o->timeline = optarg; break;
 		case O_PLOT: o->plot = optarg; break;
+		case O_TIME_LIMIT: bad = parse_double(optarg, &o->time_limit); break;
 		case 'o': o->out = optarg; break;
 		case 'h': usage(); return -1;
 		default: return usage();
@@ -330,6 +343,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			o->hidden = DEF_HIDDEN;
 		if (!o->vocab)
 			o->vocab = DEF_VOCAB;
+		if (!o->have_batch)
+			o->gen.batch = DEF_BATCH;
 	}
 	return 0;
 }
@@ -459,6 +474,24 @@ static const char *pol_label(unsigned i)
 	return tc_policy_name(policies[i].tp);
 }
 
+/* --time-limit: CLOCK_MONOTONIC ns after which no policy starts (0: none),
+ * and the running policy's share of what is left, after which it starts no
+ * step */
+static uint64_t deadline_ns, pol_deadline_ns;
+
+static const char *err_str(int err)
+{
+	return err == -ETIME ? "time limit" : strerror(-err);
+}
+
+static void sleep_ns(uint64_t ns)
+{
+	struct timespec ts = { ns / 1000000000ULL, ns % 1000000000ULL };
+
+	while (nanosleep(&ts, &ts))
+		;
+}
+
 static int fail(const char *what, int ret)
 {
 	fprintf(stderr, "replay: %s: %s\n", what, strerror(-ret));
@@ -466,8 +499,12 @@ static int fail(const char *what, int ret)
 }
 
 /* One step: ops in trace order; an op's tensors are acquired, then released,
- * the first with the op's compute time. */
-static int run_step(struct tencache_cache *c, const struct tc_trace *tr, const int *ids)
+ * the first with the op's compute time. A host op (CPU Adam) is the caller's
+ * own work: on a GPU the caller spends its time here before releasing (the
+ * cache does it for us in host mode), as the timing model and the bound
+ * count it. */
+static int run_step(struct tencache_cache *c, const struct tc_trace *tr, const int *ids,
+		    bool host)
 {
 	uint32_t start = 0;
 	int ret;
@@ -494,6 +531,8 @@ static int run_step(struct tencache_cache *c, const struct tc_trace *tr, const i
 		}
 		if (!(a->flags & TC_ACC_END))
 			continue;
+		if (!host && (a->flags & TC_ACC_HOST) && a->compute_ns)
+			sleep_ns(a->compute_ns);
 		for (uint32_t j = start; j <= i; j++) {
 			ret = tencache_release(c, ids[tr->acc[j].tensor], NULL,
 					       j == start ? a->compute_ns : 0);
@@ -519,6 +558,7 @@ static int run_policy(struct tencache *tc, const struct opts *o, const struct tc
 	const char *name = pol_label(pi);
 	unsigned total = o->warmup + o->steps;
 	uint64_t sum = 0, planned = 0;
+	unsigned n = 0;
 	int *ids, ret;
 
 	ids = malloc(tr->nr_tensors * sizeof(*ids));
@@ -554,7 +594,13 @@ static int run_policy(struct tencache *tc, const struct opts *o, const struct tc
 				goto out;
 			}
 		}
-		ret = run_step(c, tr, ids);
+		/* past its share of --time-limit, after one measured step: stop there */
+		if (pol_deadline_ns && k > o->warmup && now_ns() > pol_deadline_ns) {
+			fprintf(stderr, "  %-9s time limit (its share of --time-limit): %u of %u "
+				"measured steps\n", name, k - o->warmup, o->steps);
+			break;
+		}
+		ret = run_step(c, tr, ids, !!(cp.flags & TENCACHE_CACHE_HOST_MODE));
 		/* a step ends when its compute does, as at a trainer's loss.item() */
 		ret = ret ?: tencache_cache_sync(c, NULL);
 		if (ret)
@@ -573,6 +619,7 @@ static int run_policy(struct tencache *tc, const struct opts *o, const struct tc
 			st.last_stall_ns / 1e6);
 		planned = st.planned_steps;
 		if (measured) {
+			n++;
 			r->step_ns[k - o->warmup] = dt;
 			sum += dt;
 			if (!r->step_min_ns || dt < r->step_min_ns)
@@ -584,13 +631,14 @@ static int run_policy(struct tencache *tc, const struct opts *o, const struct tc
 		fail("tencache_cache_stats", ret);
 		goto out;
 	}
-	r->step_mean_ns = sum / o->steps;
-	r->acquires = (s1.acquires - s0.acquires) / o->steps;
-	r->hits = (s1.hits - s0.hits) / o->steps;
-	r->stall_ns = (s1.stall_ns - s0.stall_ns) / o->steps;
-	r->late = (s1.late_prefetches - s0.late_prefetches) / o->steps;
+	r->steps = n;
+	r->step_mean_ns = sum / n;
+	r->acquires = (s1.acquires - s0.acquires) / n;
+	r->hits = (s1.hits - s0.hits) / n;
+	r->stall_ns = (s1.stall_ns - s0.stall_ns) / n;
+	r->late = (s1.late_prefetches - s0.late_prefetches) / n;
 	for (int l = 0; l < TC_LINK_NR; l++)
-		r->link_bytes[l] = (s1.link_bytes[l] - s0.link_bytes[l]) / o->steps;
+		r->link_bytes[l] = (s1.link_bytes[l] - s0.link_bytes[l]) / n;
 	r->planned_steps = s1.planned_steps;
 	r->reprofiles = s1.reprofiles;
 	r->gpu_peak = s1.gpu_bytes_peak;
@@ -660,14 +708,14 @@ static void print_table(const struct opts *o, const struct result *res)
 			for (int l = 0; l < TC_LINK_NR; l++)
 				printf(" %9.1f", r->link_bytes[l] / MB);
 		} else {
-			printf("  (%s)", strerror(-r->err));
+			printf("  (%s)", err_str(r->err));
 		}
 		printf("\n");
 	}
-	printf("\nstep: wall time per measured step (mean of %u); model: the planner's timing\n"
-	       "model (tc_sim_run) for the same budget and links; bound: max(compute, busiest\n"
-	       "link's measured bytes / bandwidth); hit: GPU acquires found resident; plan: the\n"
-	       "planned hit rate of the policy (reads needing data).\n", o->steps);
+	printf("\nstep: wall time per measured step (mean of %u, fewer at --time-limit); model:\n"
+	       "the planner's timing model (tc_sim_run) for the same budget and links; bound:\n"
+	       "max(compute, busiest link's measured bytes / bandwidth); hit: GPU acquires found\n"
+	       "resident; plan: the planned hit rate of the policy (reads needing data).\n", o->steps);
 }
 
 static cJSON *u64_array(const uint64_t *v, unsigned n)
@@ -757,9 +805,9 @@ static cJSON *result_json(int argc, char **argv, const struct opts *o,
 		cJSON_AddStringToObject(p, "policy", pol_label(i));
 		cJSON_AddBoolToObject(p, "ok", r->ran);
 		if (!r->ran)
-			cJSON_AddStringToObject(p, "error", strerror(-r->err));
+			cJSON_AddStringToObject(p, "error", err_str(r->err));
 		if (r->ran) {
-			cJSON_AddItemToObject(p, "step_ns", u64_array(r->step_ns, o->steps));
+			cJSON_AddItemToObject(p, "step_ns", u64_array(r->step_ns, r->steps));
 			cJSON_AddNumberToObject(p, "step_mean_ns", (double)r->step_mean_ns);
 			cJSON_AddNumberToObject(p, "step_min_ns", (double)r->step_min_ns);
 			cJSON_AddNumberToObject(p, "acquires", (double)r->acquires);
@@ -779,7 +827,7 @@ static cJSON *result_json(int argc, char **argv, const struct opts *o,
 		}
 		s = cJSON_AddObjectToObject(p, "model");
 		if (r->plan_err) {
-			cJSON_AddStringToObject(s, "error", strerror(-r->plan_err));
+			cJSON_AddStringToObject(s, "error", err_str(r->plan_err));
 			continue;
 		}
 		cJSON_AddNumberToObject(s, "hit_rate", r->plan_hit);
@@ -922,6 +970,7 @@ int bench_replay(int argc, char **argv)
 	ret = parse_opts(argc, argv, &o);
 	if (ret)
 		return ret < 0 ? 0 : ret;	/* --help: 0 */
+	deadline_ns = o.time_limit > 0 ? now_ns() + (uint64_t)(o.time_limit * 1e9) : 0;
 	ret = load_model(&o, &m);
 	if (ret)
 		return 1;
@@ -1045,12 +1094,25 @@ int bench_replay(int argc, char **argv)
 	}
 	for (unsigned i = 0; i < NR_POL; i++) {
 		struct result *r = &res[i];
+		unsigned left = 0;
 		uint64_t t0;
 
 		if (!o.pol[i])
 			continue;
+		for (unsigned j = i; j < NR_POL; j++)
+			left += o.pol[j];
+		t0 = now_ns();
+		pol_deadline_ns = deadline_ns && t0 < deadline_ns ?
+				  t0 + (deadline_ns - t0) / left : deadline_ns;
 		plan_cfg(&cp, bw, policies[i].tp, &pcfg);
 		t0 = now_ns();
+		if (deadline_ns && t0 > deadline_ns) {
+			fprintf(stderr, "  %-9s skipped: time limit (--time-limit)\n", pol_label(i));
+			r->err = -ETIME;
+			r->plan_err = -ETIME;
+			any_fail = true;
+			continue;
+		}
 		predict(&tr, &pcfg, r);
 		if (r->plan_err)
 			fprintf(stderr, "  %-9s timing model: %s\n", pol_label(i),

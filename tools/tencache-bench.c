@@ -86,6 +86,7 @@ static int usage(void)
 		"       tencache-bench pin [-g GiB[,GiB...]] [-r ROUNDS] [-o RESULTS]\n"
 		"       tencache-bench copy [-c CHUNK_MiB] [-n REPS] [-S] [-o RESULTS]\n"
 		"       tencache-bench replay [--help]\n"
+		"       tencache-bench decide [--help]\n"
 		"  io: -r reads the raw device (O_DIRECT, read-only) for its bandwidth\n"
 		"  copy: -S also sweeps copy_chunk\n");
 	return 2;
@@ -684,6 +685,7 @@ static int cmd_copy(int argc, char **argv)
 }
 
 int bench_replay(int argc, char **argv);	/* replay.c */
+int bench_decide(int argc, char **argv);	/* decide.c */
 
 int main(int argc, char **argv)
 {
@@ -699,6 +701,8 @@ int main(int argc, char **argv)
 		ret = cmd_copy(argc - 1, argv + 1);
 	else if (!strcmp(argv[1], "replay"))
 		ret = bench_replay(argc - 1, argv + 1);
+	else if (!strcmp(argv[1], "decide"))
+		ret = bench_decide(argc - 1, argv + 1);
 	else
 		return usage();
 	if (out)

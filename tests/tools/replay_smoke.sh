@@ -1,0 +1,95 @@
+#!/bin/bash
+# replay_smoke.sh - CI smoke test of the main job: runs the README's command,
+# tencache-bench replay, in host mode on a small model at a budget that makes
+# the policies evict, and checks its outputs: the JSON result parses and holds
+# every policy with sane figures (hits <= acquires, bytes moved, one time per
+# measured step), ours ran from a plan, and the timeline is Chrome trace-event
+# JSON with copy, compute and stall events. GOAL=belady (replay_belady.sh)
+# checks the issue's goal instead: ours' GPU hit rate equals the Belady optimum
+# for the budget. Exit 0 pass, 1 fail.
+set -uo pipefail
+TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BENCH=${BENCH:-$TOP/build/tools/tencache-bench}
+GOAL=${GOAL:-}
+T=$(mktemp -d /tmp/tencache-replay-smoke.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+STEPS=2
+
+[ -x "$BENCH" ] || { echo "no $BENCH: run make lib tools first"; exit 1; }
+command -v python3 > /dev/null || { echo "python3 is needed to check the JSON"; exit 1; }
+# 4 layers of OPT-1.3B's shape at hidden 512, vocab 2048, 1 x 1024 tokens:
+# 345 tensors, 229 MiB; the budget (75% of the fp16 params) is 1.6x the
+# largest op. 10 TFLOP/s gives host mode's memcpy links time to keep up.
+set -x
+"$BENCH" replay --host --layers 4 --vocab 2048 --batch 1 --tflops 10 --gpu-budget 75% \
+	--warmup 2 --steps $STEPS -o "$T/replay.json" --timeline "$T/timeline.json" \
+	> "$T/out.txt" 2>&1
+rc=$?
+set +x
+cat "$T/out.txt"
+[ "$rc" = 0 ] || { echo "FAIL: replay exited $rc"; exit 1; }
+grep -q '^tencache ' "$T/out.txt" || { echo "FAIL: no table row for ours"; exit 1; }
+
+python3 - "$T/replay.json" "$T/timeline.json" "$STEPS" "$GOAL" <<'PY'
+import json, sys
+
+res, tl, steps, goal = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+bad = []
+def check(cond, msg):
+    if not cond:
+        bad.append(msg)
+
+d = json.load(open(res))
+check(d.get("mode") == "host", "mode is %r, not host" % d.get("mode"))
+pols = {p["policy"]: p for p in d["policies"]}
+want = ["tencache", "lru", "zero-inf", "10cache"]
+check(sorted(pols) == sorted(want), "policies %s, want %s" % (sorted(pols), want))
+belady = d.get("belady_hit_rate", -1)
+check(0 < belady <= 1, "belady_hit_rate %r" % belady)
+state = d["trace"]["bytes"]
+check(d["cache"]["gpu_budget"] < state, "the budget holds all the state: nothing to evict")
+for name in want:
+    p = pols.get(name)
+    if not p:
+        continue
+    if not p.get("ok"):
+        bad.append("%s did not run: %s" % (name, p.get("error")))
+        continue
+    check(p["acquires"] > 0, "%s: no acquires" % name)
+    check(0 <= p["hits"] <= p["acquires"], "%s: hits %d of %d acquires" % (name, p["hits"], p["acquires"]))
+    check(len(p["step_ns"]) == steps and all(t > 0 for t in p["step_ns"]),
+          "%s: step times %r, want %d" % (name, p["step_ns"], steps))
+    check(p["link_bytes"][0] > 0 and p["link_bytes"][1] > 0,
+          "%s: no H2D or D2H bytes moved: %r" % (name, p["link_bytes"]))
+    check(p["bound_ns"] > 0 and p["step_mean_ns"] > 0, "%s: no step time or bound" % name)
+    check("step_ns" in p["model"], "%s: no timing model: %r" % (name, p["model"]))
+    check(p["gpu_bytes_peak"] <= d["cache"]["gpu_budget"],
+          "%s: GPU peak %d over the budget %d" % (name, p["gpu_bytes_peak"], d["cache"]["gpu_budget"]))
+ours = pols.get("tencache", {})
+if ours.get("ok"):
+    # the warm-up's second step and every measured one ran from the plan
+    check(ours["planned_steps"] >= steps, "ours: %d planned steps, want >= %d (it fell back to "
+          "on demand)" % (ours["planned_steps"], steps))
+    check(ours["reprofiles"] == 0, "ours: %d re-profiles of a fixed order" % ours["reprofiles"])
+    hit = ours["hits"] / ours["acquires"]
+    print("ours: hit rate %.4f (%d/%d), planned %.4f, Belady %.4f" %
+          (hit, ours["hits"], ours["acquires"], ours["model"].get("hit_rate", -1), belady))
+    if goal == "belady":
+        check(abs(hit - belady) < 1e-9, "ours' GPU hit rate %.4f is not the Belady optimum %.4f "
+              "for the budget (the planner's own plan: %.4f)" % (hit, belady,
+              ours["model"].get("hit_rate", -1)))
+
+t = json.load(open(tl))
+ev = t["traceEvents"] if isinstance(t, dict) else t
+spans = [e for e in ev if e.get("ph") == "X"]
+check(len(spans) > 0, "timeline: no events")
+check(all(isinstance(e.get("ts"), (int, float)) and e.get("dur", -1) >= 0 for e in spans),
+      "timeline: an event without ts/dur")
+cats = {e.get("cat") for e in spans}
+for c in ("H2D", "D2H", "compute"):
+    check(c in cats, "timeline: no %s events (has %s)" % (c, sorted(map(str, cats))))
+print("timeline: %d events: %s" % (len(spans), ", ".join(sorted(map(str, cats)))))
+for b in bad:
+    print("FAIL:", b)
+sys.exit(1 if bad else 0)
+PY

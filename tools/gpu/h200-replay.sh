@@ -1,0 +1,90 @@
+#!/bin/bash
+# h200-replay.sh - the main job on the GPU test machine (as root): build, then
+# tencache-bench replay on OPT-6.7B at GPU budgets of 10, 25 and 50% of its
+# fp16 params and on OPT-13B (NVMe on) at the same budgets, and the decide
+# benchmark; stdout, JSON results, Perfetto timelines and PNG plots (when
+# matplotlib is there) go to OUTDIR. Made to end within 8 minutes: each
+# replay has a --time-limit (an equal share per policy) and a hard timeout.
+#   bash tools/gpu/h200-replay.sh [OUTDIR] 2>&1 | tee OUTDIR/run.log
+# OUTDIR defaults to $OUT, else /tmp/tencache-h200-replay.
+#
+# Sizes (the machine: 125 GiB RAM, 64 GiB free disk, no NVMe device: the swap
+# file is on the virtio disk, ~1.2 GB/s read, ~2 GB/s write):
+#  - OPT-6.7B is the full model (32 layers): 107 GB of fp16/fp32 state, all of
+#    it in pinned memory.
+#  - OPT-13B has 209 GB of state, more than RAM plus disk, so it runs with 20
+#    of its 40 layers (105 GB); 98% of it is pinned and the rest lives in the
+#    swap file (a 2 GB NVMe share keeps the disk's traffic per step near 2 s).
+#    At 10% its budget is just above its largest op (1.28 GB: the lm-head /
+#    embedding op), so expect the cache to say it cannot plan there.
+#  - batch 2 x 1024 tokens, CPU Adam at 5e9 params/s (the host op's time,
+#    spent by the replay's caller thread), 2 warm-up (profile + first plan)
+#    and 2 measured steps per policy.
+# REPLAY_ARGS replaces the common replay options; RUNS picks runs by name
+# (default "6.7b-10 6.7b-25 6.7b-50 13b-10 13b-25 13b-50"); PINNED the 13B runs'
+# pinned share of the state (default 98%).
+set -uo pipefail
+TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$TOP"
+O=${1:-${OUT:-/tmp/tencache-h200-replay}}
+mkdir -p "$O"
+step() { echo "==== $(date -u +%T) $*"; }
+T0=$(date +%s)
+COMMON=${REPLAY_ARGS:---batch 2 --adam-rate 5e9 --warmup 2 --steps 2}
+RUNS=${RUNS:-6.7b-10 6.7b-25 6.7b-50 13b-10 13b-25 13b-50}
+NVME=$TOP/tencache-nvme.swap
+
+step "machine"
+uname -a
+nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current --format=csv,noheader 2>&1
+grep -E 'MemTotal|MemAvailable' /proc/meminfo
+df -h "$TOP" | tail -1
+nproc
+echo 0 > /proc/sys/vm/nr_hugepages 2>/dev/null	# huge pages reserved would hide RAM from MemAvailable
+PY=/usr/bin/python3
+[ -x /opt/torch/.venv/bin/python3 ] && /opt/torch/.venv/bin/python3 -c 'import matplotlib' 2>/dev/null &&
+	PY=/opt/torch/.venv/bin/python3
+$PY -c 'import matplotlib' 2>/dev/null && echo "plots: $PY" || echo "plots: no matplotlib here (JSON only)"
+
+step "build"
+D=$TOP/.devdeps
+export C_INCLUDE_PATH=$D/include CPLUS_INCLUDE_PATH=$D/include LIBRARY_PATH=$D/lib
+export LD_LIBRARY_PATH=$D/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}	# libcjson.so.1
+BENCH=$TOP/build/tools/tencache-bench
+if ! make -s -j16 -C runtime "$TOP/build/libtencache.a" > "$O/build.log" 2>&1 ||
+	! make -s -C tools >> "$O/build.log" 2>&1; then
+	tail -30 "$O/build.log"
+	BENCH=$D/prebuilt/tools/tencache-bench
+	[ -x "$BENCH" ] || { echo "build failed and no $BENCH"; exit 1; }
+	echo "native build failed: using $BENCH (prebuilt; it must hold decide)"
+fi
+export TENCACHE_PLOT_SCRIPT=$TOP/tools/plot_replay.py
+export PATH=$(dirname "$PY"):$PATH	# replay plots with the python3 on PATH
+echo "built in $(($(date +%s) - T0)) s"
+
+step "decide (host mode, then GPU)"
+timeout 25 "$BENCH" decide -o "$O/decide.txt"; echo "decide host: exit $?"
+timeout 30 "$BENCH" decide --gpu -o "$O/decide.txt"; echo "decide gpu: exit $?"
+
+# one replay: NAME SECONDS(time limit) ARGS...
+replay() {
+	local name=$1 limit=$2
+	shift 2
+	step "replay $name ($*)"
+	# shellcheck disable=SC2086
+	timeout -k 5 $((limit + 20)) "$BENCH" replay $COMMON --time-limit "$limit" "$@" \
+		-o "$O/replay-$name.json" --timeline "$O/timeline-$name.json" \
+		--plot "$O/replay-$name.png" 2>&1 | tee "$O/replay-$name.txt"
+	echo "replay $name: exit ${PIPESTATUS[0]} after $(($(date +%s) - T0)) s in all"
+	rm -f "$NVME"
+}
+for r in $RUNS; do
+	case $r in
+	6.7b-*) replay "opt-6.7b-${r#6.7b-}" 40 --model opt-6.7b --gpu-budget "${r#6.7b-}%" ;;
+	13b-*) replay "opt-13b-${r#13b-}" 50 --model opt-13b --layers 20 --gpu-budget "${r#13b-}%" \
+		--nvme "$NVME" --pinned-budget "${PINNED:-98%}" --nvme-budget 8G ;;
+	*) echo "unknown run $r" ;;
+	esac
+done
+step "done in $(($(date +%s) - T0)) s"
+ls -la "$O"
