@@ -1001,6 +1001,9 @@ int bench_replay(int argc, char **argv)
 			ret = 2;
 			goto out;
 		}
+		/* default: room for every tensor's O_DIRECT-aligned swap slot */
+		if (!o.nvme_budget)
+			cp.nvme_budget += (uint64_t)tr.nr_tensors * 4096;
 	} else if (o.pinned_budget) {
 		fprintf(stderr, "replay: --pinned-budget needs --nvme (without NVMe every "
 			"tensor has a pinned home)\n");

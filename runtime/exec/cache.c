@@ -157,8 +157,13 @@ static int palloc(struct tencache_cache *c, struct tc_tstate *t)
 			return ret;
 	}
 	if (ret) {
-		tc_err(c->tc, "cache: no pinned space for %llu bytes",
-		       (unsigned long long)t->bytes);
+		c->pinned_enomem = ret == -ENOMEM;
+		if (c->planned)	/* fragmented: the caller re-plans with room */
+			tc_dbg(c->tc, "cache: no pinned space for %llu bytes",
+			       (unsigned long long)t->bytes);
+		else
+			tc_err(c->tc, "cache: no pinned space for %llu bytes",
+			       (unsigned long long)t->bytes);
 		return ret;
 	}
 	t->poff = (char *)ptr - c->pbase;
@@ -619,7 +624,7 @@ int tc_exec_stage_sync(struct tencache_cache *c, uint32_t id, int write)
 	if (t->noff < 0) {
 		ret = tencache_swap_alloc(c->swap, t->bytes, &off);
 		if (ret) {
-			tc_err(c->tc, "cache: NVMe swap full (%llu bytes wanted)",
+			tc_err(c->tc, "cache: NVMe swap full (%llu bytes wanted): a tensor keeps its swap slot once staged; raise nvme_budget (at most the tensors' total, each rounded up to 4 KiB)",
 			       (unsigned long long)t->bytes);
 			return ret;
 		}
@@ -711,7 +716,11 @@ static int od_acquire(struct tencache_cache *c, uint32_t id, unsigned flags, voi
 			return ret;
 	} else {
 		ret = od_to_pinned(c, id);
+		/* held: making GPU room writes victims back, and making pinned
+		 * room for them must not push this tensor out to NVMe */
+		t->held = 1;
 		ret = ret ?: od_make_room_gpu(c, t->bytes);
+		t->held = 0;
 		ret = ret ?: galloc(c, t);
 		ret = ret ?: copy_h2d(c, t, id, &t->ready);
 		if (ret)
@@ -989,7 +998,15 @@ int tencache_acquire(struct tencache_cache *c, int id, unsigned flags, void *str
 		uint32_t i = c->pos;
 
 		for (uint32_t k = c->plan.op_first[i]; k < c->plan.op_first[i + 1]; k++) {
+			c->pinned_enomem = 0;
 			ret = issue_op(c, k);
+			if (ret == -ENOMEM && c->pinned_enomem) {
+				c->pfrag_slack += c->p.pinned_budget / 16;
+				ret = tc_exec_leave_plan(c, "pinned memory fragmented");
+				if (ret)
+					return ret;
+				break;
+			}
 			if (ret == -ENOMEM && c->garena) {
 				/* fragmented beyond what was checked: re-plan with room */
 				c->frag_slack += c->p.gpu_budget / 16;

@@ -70,6 +70,8 @@ struct tencache_cache {
 	int frozen, in_step, planned, want_plan, reload, skip_learn;
 	int no_plan;			/* planning failed: stay on demand */
 	uint64_t frag_slack;		/* GPU bytes kept out of plans */
+	uint64_t pfrag_slack;		/* pinned bytes kept out of plans */
+	int pinned_enomem;		/* the last -ENOMEM was the pinned arena's */
 #define TC_GPU_CLASSES 16
 	struct tencache_size_count ghist[TC_GPU_CLASSES];	/* the plan's GPU slabs */
 	unsigned nr_ghist;

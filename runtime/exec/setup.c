@@ -348,7 +348,8 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 		sum += c->t[i].bytes;
 	cfg.gpu_bytes = c->p.gpu_budget - (c->frag_slack < c->p.gpu_budget / 2 ?
 					    c->frag_slack : c->p.gpu_budget / 2);
-	cfg.pinned_bytes = c->swap ? c->p.pinned_budget : sum;
+	cfg.pinned_bytes = c->swap ? c->p.pinned_budget - (c->pfrag_slack < c->p.pinned_budget / 2 ?
+							   c->pfrag_slack : c->p.pinned_budget / 2) : sum;
 	cfg.nvme_bytes = c->swap ? c->p.nvme_budget : 0;
 	for (int l = 0; l < 4; l++)
 		cfg.bw[l] = c->bw[l];
@@ -438,7 +439,7 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 		if (!t->pinned_home && t->noff < 0) {	/* swap space for good */
 			ret = tencache_swap_alloc(c->swap, t->bytes, &off);
 			if (ret)
-				tc_err(c->tc, "cache: NVMe swap full (%llu bytes wanted)",
+				tc_err(c->tc, "cache: NVMe swap full (%llu bytes wanted): a tensor keeps its swap slot once staged; raise nvme_budget (at most the tensors' total, each rounded up to 4 KiB)",
 				       (unsigned long long)t->bytes);
 			t->noff = off;
 		}
@@ -451,7 +452,24 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 		c->plan.st.nr_pinned_resident, c->plan.st.nr_nvme, c->plan.st.hits,
 		c->plan.st.reads);
 	c->planned = 1;
-	return tc_exec_load_start(c);
+	c->pinned_enomem = 0;
+	ret = tc_exec_load_start(c);
+	if (ret == -ENOMEM && c->swap && c->pinned_enomem &&
+	    c->pfrag_slack < c->p.pinned_budget / 2) {
+		/* the start set does not fit the fragmented pinned arena:
+		 * plan again with room (each try keeps 1/16 more out) */
+		c->planned = 0;
+		c->pfrag_slack += c->p.pinned_budget / 16;
+		tc_info(c->tc, "cache: pinned memory fragmented loading the plan's start; planning again with room");
+		return tc_exec_enter_plan(c);
+	}
+	if (ret == -ENOMEM) {
+		c->planned = 0;
+		c->no_plan = 1;
+		tc_warn(c->tc, "cache: cannot load the plan's start state (memory fragmented); running on demand, without prefetch");
+		return tc_exec_quiesce(c);
+	}
+	return ret;
 }
 
 /* Put every value in its home, then load the plan's start state. */
