@@ -370,6 +370,8 @@ def worker(cfg, method, result_path):
     t_begin = time.time()
     import torch
     dev = torch.device(cfg["device"])
+    if dev.type == "cuda" and dev.index is None:    # set_device and the cap need an index
+        dev = torch.device("cuda", torch.cuda.current_device())
     res = {"method": method, "ok": False, "device": cfg["device"]}
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
