@@ -930,7 +930,12 @@ static int check_memory(const struct tc_trace *tr, const struct tencache_cache_p
 			bool host)
 {
 	uint64_t need = 0, avail = mem_available();
+	struct tencache_reservation r;
 	char b1[32], b2[32];
+
+	/* a reservation (tencache-ctl reserve) is memory the pool will map */
+	if (!tencache_reserve_info(NULL, -1, &r) && !r.in_use)
+		avail += r.allocated;
 
 	for (uint32_t i = 0; i < tr->nr_tensors && !cp->nvme_budget; i++)
 		need += (tr->tensors[i].bytes + 4095) & ~4095ULL;
