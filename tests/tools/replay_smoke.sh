@@ -4,7 +4,7 @@
 # the policies evict, and checks its outputs: the JSON result parses and holds
 # every policy with sane figures (hits <= acquires, bytes moved, one time per
 # measured step), ours ran from a plan, and the timeline is Chrome trace-event
-# JSON with copy, compute and stall events. GOAL=belady (replay_belady.sh)
+# JSON with copy, compute and stall events. GOAL=belady (by hand, not in CI)
 # checks the issue's goal instead: ours' GPU hit rate equals the Belady optimum
 # for the budget. Exit 0 pass, 1 fail.
 set -uo pipefail
