@@ -459,7 +459,13 @@ struct tencache_cache_params {
 	uint32_t __pad;
 	double bw[4];			/* H2D, D2H, NVMe read, NVMe write in B/s;
 					 * 0: measured at create (calibration) */
-	const char *table_path;		/* where to keep learnt tables; NULL: none */
+	const char *table_path;		/* a file keeping the learnt step (JSON,
+					 * keyed by a signature of the registered
+					 * tensors): saved after profiling, loaded
+					 * at the first step so that a later run
+					 * with the same tensors skips the warm-up;
+					 * a mismatched or damaged file is ignored
+					 * (logged) and replaced. NULL: none */
 	uint64_t __reserved[8];		/* must be 0 */
 };
 
@@ -485,7 +491,8 @@ struct tencache_cache_stats {
 	double link_bw[4];		/* bandwidths the plans used, B/s */
 	uint64_t plan_rejects;		/* plans that failed the schedule check
 					 * (a planner bug: ran on demand instead) */
-	uint64_t __reserved[1];
+	uint32_t table_loads;		/* learnt steps loaded from table_path */
+	uint32_t table_saves;		/* learnt steps saved there */
 };
 
 TENCACHE_API int tencache_cache_create(struct tencache *tc, struct tencache_cache **cp,

@@ -36,7 +36,8 @@ class CacheStats(ctypes.Structure):
                 ("last_step_ns", c_u64), ("last_stall_ns", c_u64), ("last_acquires", c_u64),
                 ("last_hits", c_u64), ("link_bytes", c_u64 * 4), ("late_prefetches", c_u64),
                 ("gpu_bytes_peak", c_u64), ("decision_ns", c_u64), ("decisions", c_u64),
-                ("link_bw", ctypes.c_double * 4), ("reserved", c_u64 * 2)]
+                ("link_bw", ctypes.c_double * 4), ("plan_rejects", c_u64),
+                ("table_loads", c_u32), ("table_saves", c_u32)]
 
 
 class AdamParams(ctypes.Structure):

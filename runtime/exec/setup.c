@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "exec/exec.h"
+#include "exec/table_file.h"
 
 static const char *const link_names[4] = { "H2D", "D2H", "NVMe read", "NVMe write" };
 
@@ -83,6 +84,63 @@ static int calibrate(struct tencache_cache *c, uint64_t pool_bytes)
 		tc_info(c->tc, "cache: %s %.1f GB/s (%s)", link_names[l], c->bw[l] / 1e9,
 			c->p.bw[l] > 0 ? "given" : "measured");
 	return ret;
+}
+
+/* The signature of the registered tensors (table_file.h). */
+static int tensors_signature(struct tencache_cache *c, uint64_t *sig)
+{
+	struct tc_trace tr;
+	int ret = tc_trace_init(&tr);
+
+	for (uint32_t i = 0; i < c->nr && !ret; i++)
+		ret = tc_trace_add_tensor(&tr, c->t[i].bytes, c->t[i].role) < 0 ? -ENOMEM : 0;
+	if (!ret)
+		*sig = tc_table_signature(&tr);
+	tc_trace_free(&tr);
+	return ret;
+}
+
+/*
+ * table_path: a step learnt by an earlier run with the same tensors is the
+ * learnt step now, so the first step runs from a plan. Any other file is
+ * ignored with a line saying why: the warm-up profiles as usual and the
+ * learnt step replaces it.
+ */
+static void table_load(struct tencache_cache *c)
+{
+	const char *path = c->p.table_path;
+	struct tc_trace tr;
+	uint64_t sig;
+	int ret;
+
+	if (tensors_signature(c, &sig) || tc_trace_init(&tr))
+		return;
+	ret = tc_table_load(path, sig, &tr);
+	switch (ret) {
+	case 0:
+		tc_trace_free(&c->trace);
+		c->trace = tr;
+		c->want_plan = 1;
+		c->profiled = c->p.warmup_steps;
+		c->st.table_loads++;
+		tc_info(c->tc, "cache: learnt step loaded from %s (%u accesses): no profiling warm-up",
+			path, c->trace.nr_acc);
+		return;
+	case -ENOENT:
+		tc_info(c->tc, "cache: no learnt step at %s yet: profiling, then saving it there", path);
+		break;
+	case -ESTALE:
+		tc_warn(c->tc, "cache: %s was learnt with other tensors (signature differs): profiling again; it will be replaced",
+			path);
+		break;
+	case -EINVAL:
+		tc_warn(c->tc, "cache: %s is not a tencache table of this version or is damaged: ignored, profiling again; it will be replaced",
+			path);
+		break;
+	default:
+		tc_warn(c->tc, "cache: cannot read %s (%s): profiling again", path, strerror(-ret));
+	}
+	tc_trace_free(&tr);
 }
 
 int tc_exec_freeze(struct tencache_cache *c)
@@ -183,6 +241,8 @@ int tc_exec_freeze(struct tencache_cache *c)
 	tc_fmt_bytes(b2, sizeof(b2), c->p.gpu_budget);
 	tc_info(c->tc, "cache: %u tensors, %s; GPU budget %s; %s mode; profiling %u step(s)",
 		c->nr, b1, b2, c->dev->ops->name, c->p.warmup_steps);
+	if (c->p.table_path)
+		table_load(c);
 	return 0;
 fail:
 	tc_err(c->tc, "cache: setup failed: %s", strerror(-ret));
@@ -207,6 +267,16 @@ int tc_exec_learn(struct tencache_cache *c)
 	c->trace = c->rec;
 	c->rec = tmp;
 	c->want_plan = 1;
+	if (c->p.table_path) {	/* a failed save costs only the next run's warm-up */
+		uint64_t sig = tc_table_signature(&c->trace);
+
+		ret = tc_table_save(c->p.table_path, sig, &c->trace);
+		if (ret)
+			tc_warn(c->tc, "cache: cannot save the learnt step to %s (%s); the next run profiles again",
+				c->p.table_path, strerror(-ret));
+		else
+			c->st.table_saves++;
+	}
 	return 0;
 }
 
