@@ -82,7 +82,8 @@ static int calibrate(struct tencache_cache *c, uint64_t pool_bytes)
 		c->dev->ops->event_destroy(c->dev, b);
 	for (int l = 0; l < 4 && !ret; l++)
 		tc_info(c->tc, "cache: %s %.1f GB/s (%s)", link_names[l], c->bw[l] / 1e9,
-			c->p.bw[l] > 0 ? "given" : "measured");
+			c->p.bw[l] > 0 ? "given" : l >= 2 && !c->swap ? "no NVMe tier: unused" :
+			"measured");
 	return ret;
 }
 
