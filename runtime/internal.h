@@ -53,6 +53,7 @@ int tc_have_cap_ipc_lock(void);
 void tc_fmt_bytes(char *buf, size_t n, uint64_t bytes);
 /* Prefault [addr, addr+len) for writing with a few threads. */
 int tc_prefault(void *addr, uint64_t len);
+void tc_par_zero(void *addr, uint64_t len);
 /* Prefer NUMA node for [addr, addr+len); node < 0 does nothing. */
 int tc_bind_node(void *addr, uint64_t len, int node);
 /* A 2 MiB huge page counter of sysfs ("nr_hugepages", "free_hugepages", ...),

@@ -228,12 +228,31 @@ int tc_exec_freeze(struct tencache_cache *c)
 			goto fail;
 		c->sthread_on = 1;
 	}
-	/* without NVMe every tensor lives in pinned memory, zero at first */
-	for (uint32_t i = 0; i < c->nr && !c->swap; i++) {
-		c->t[i].pinned_home = 1;
-		ret = tc_exec_od_to_pinned(c, i);
-		if (ret)
-			goto fail;
+	/* without NVMe every tensor lives in pinned memory, zero at first:
+	 * allocated in order, then zeroed at once by several threads */
+	if (!c->swap) {
+		uint64_t lo = UINT64_MAX, hi = 0;
+
+		for (uint32_t i = 0; i < c->nr; i++) {
+			struct tc_tstate *t = &c->t[i];
+			void *ptr;
+
+			t->pinned_home = 1;
+			ret = tencache_pool_alloc(c->pool, t->bytes, &ptr);
+			if (ret) {
+				tc_err(c->tc, "cache: no pinned space for %llu bytes",
+				       (unsigned long long)t->bytes);
+				goto fail;
+			}
+			t->poff = (char *)ptr - c->pbase;
+			t->valid |= TC_V_PINNED;
+			if ((uint64_t)t->poff < lo)
+				lo = t->poff;
+			if (t->poff + t->bytes > hi)
+				hi = t->poff + t->bytes;
+		}
+		if (hi > lo)
+			tc_par_zero(c->pbase + lo, hi - lo);
 	}
 	tc_trace_init(&c->rec);
 	tc_trace_init(&c->trace);
