@@ -968,6 +968,16 @@ int tencache_acquire(struct tencache_cache *c, int id, unsigned flags, void *str
 	t = &c->t[id];
 	if (t->held)
 		return -EBUSY;
+	/* host-only tensors (fp32 masters, optimizer states) may exceed it */
+	if (!(flags & TENCACHE_ACQ_HOST) && t->bytes > c->p.gpu_budget) {
+		char b1[32], b2[32];
+
+		tc_fmt_bytes(b1, sizeof(b1), t->bytes);
+		tc_fmt_bytes(b2, sizeof(b2), c->p.gpu_budget);
+		tc_err(c->tc, "cache: tensor %d (%s) is larger than the whole GPU budget (%s): raise gpu_budget",
+		       id, b1, b2);
+		return -ENOSPC;
+	}
 	s = c->host_mode ? NULL : stream;	/* host mode: the caller's thread */
 	if (c->op_open == 2) {	/* the previous op was released: a new op */
 		c->op_open = 0;

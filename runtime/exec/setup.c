@@ -162,13 +162,6 @@ int tc_exec_freeze(struct tencache_cache *c)
 			maxb = c->t[i].bytes;
 		sum += TC_ALIGN_UP(c->t[i].bytes, 4096);
 	}
-	if (maxb > c->p.gpu_budget) {
-		tc_fmt_bytes(b1, sizeof(b1), c->p.gpu_budget);
-		tc_fmt_bytes(b2, sizeof(b2), maxb);
-		tc_err(c->tc, "cache: the GPU budget (%s) is smaller than the largest tensor (%s)",
-		       b1, b2);
-		return -ENOSPC;
-	}
 	c->host_mode = !!(c->p.flags & TENCACHE_CACHE_HOST_MODE);
 	if (!c->host_mode && tencache_cuda_available(c->tc)) {
 		tc_err(c->tc, "cache: no usable CUDA GPU; pass TENCACHE_CACHE_HOST_MODE for the CPU-only mode");

@@ -245,11 +245,23 @@ static void bad_input(struct tencache *tc)
 	T_EQ(tencache_cache_timeline(c, "/tmp/x.json"), -ENODATA);
 	tencache_cache_destroy(c);
 
-	/* a budget below the largest tensor: a clear error, not a crash */
+	/*
+	 * a tensor larger than the GPU budget: fine for host ops (fp32
+	 * masters, optimizer states), a clear -ENOSPC for a GPU acquire
+	 */
 	p.gpu_budget = 4096;
 	T_EQ(tencache_cache_create(tc, &c, &p), 0);
-	T_EQ(tencache_tensor_register(c, 8192, TENCACHE_ROLE_GRAD), 0);
-	T_EQ(tencache_step_begin(c), -ENOSPC);
+	T_EQ(tencache_tensor_register(c, 8192, TENCACHE_ROLE_OPT_STATE), 0);
+	T_EQ(tencache_step_begin(c), 0);
+	{
+		void *ptr;
+
+		T_EQ(tencache_acquire(c, 0, TENCACHE_ACQ_READ, NULL, &ptr), -ENOSPC);
+		T_EQ(tencache_acquire(c, 0, TENCACHE_ACQ_READ | TENCACHE_ACQ_WRITE |
+				      TENCACHE_ACQ_HOST, NULL, &ptr), 0);
+		T_EQ(tencache_release(c, 0, NULL, 0), 0);
+	}
+	T_EQ(tencache_step_end(c), 0);
 	tencache_cache_destroy(c);
 }
 
