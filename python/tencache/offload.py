@@ -21,12 +21,14 @@ optimizer.step():
 Everything runs on torch's current stream.
 """
 import ctypes
+import os
 import re
 
 import torch
 from torch import nn
 
 from . import _lib as L
+from . import ddp as D
 from ._lib import TencacheError, check
 
 _ELEM = {torch.float32: 4, torch.float16: 2, torch.bfloat16: 2}
@@ -37,7 +39,7 @@ _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb"
           "mib": 2**20, "g": 10**9, "gb": 10**9, "gib": 2**30, "t": 10**12, "tb": 10**12,
           "tib": 2**40}
 
-IDLE, WAIT_BWD, BWD, DONE = range(4)
+IDLE, WAIT_BWD, BWD, DONE, REDUCE = range(5)    # REDUCE: gradients wait for the ranks
 
 
 def parse_bytes(x, what="size"):
@@ -121,7 +123,8 @@ class Runtime:
     """The cache, the optimizer and the hooks of one offloaded model."""
 
     def __init__(self, model, gpu_budget, nvme_path, host_mode, dtype, pinned_budget,
-                 nvme_budget, policy, warmup_steps, timeline, threads):
+                 nvme_budget, policy, warmup_steps, timeline, threads, process_group=None,
+                 host_budget=None, bucket_bytes=D.DEFAULT_BUCKET):
         self.lib = L.lib()
         if host_mode is None:
             host_mode = not torch.cuda.is_available()
@@ -139,10 +142,16 @@ class Runtime:
         self._live = {}          # data_ptr of an acquired parameter -> _Param
         self._active = set()     # leaves whose backward op is acquired
         self.tc = self.cache = self.adam = None
+        self.group = self.reducer = self.host_share = self.pool_bytes = None
         # the NVMe tier stages whole tensors with O_DIRECT: sizes in 4 KiB blocks
         self._pad = 4096 if nvme_path else 1
         self._collect(model, dtype)
         self._check_budget()
+        self._ddp_setup(model, process_group, host_budget, bucket_bytes)
+        if self.group:
+            nvme_path = self.group.rank_path(nvme_path) if nvme_path else None
+            threads = threads or max(1, len(os.sched_getaffinity(0)) // self.group.local_world)
+        self.nvme_path = str(nvme_path) if nvme_path else None
         try:
             self._create(nvme_path, pinned_budget, nvme_budget, policy, warmup_steps,
                          timeline, threads)
@@ -173,6 +182,7 @@ class Runtime:
                 raise TencacheError(f"unsupported module '{mname}': nn.Embedding with max_norm "
                                     "or sparse=True writes or scatters its weight")
             leaf = _Leaf(mname, mod)
+            leaf.order = len(self.leaves)    # a fixed order: the ranks reduce in it
             for n, p in own:
                 full = f"{mname}.{n}".strip(".")
                 if id(p) in owner:
@@ -197,11 +207,13 @@ class Runtime:
 
     def _check_budget(self):
         a = max(256, self._pad)
+        self._largest_need = 0
         for leaf in self.leaves:
             fwd = sum(_align(p.nbytes, a) for p in leaf.params)
             bwd = sum(_align(p.nbytes, a) for p in leaf.params if leaf.bwd_params) + \
                 sum(_align(p.nbytes, a) for p in leaf.params if p.trained)
             need = max(fwd, bwd)
+            self._largest_need = max(self._largest_need, need)
             if need > self.gpu_budget:
                 raise TencacheError(
                     f"gpu_budget {fmt_bytes(self.gpu_budget)} ({self.gpu_budget} bytes) is too "
@@ -209,10 +221,67 @@ class Runtime:
                     f"{need} bytes ({fmt_bytes(need)}) on the GPU at once (its parameters"
                     f"{' and their gradients' if bwd >= fwd else ''})")
 
+    # ---- data parallelism (torch.distributed; the rest is in ddp.py) ----------
+
+    def _ddp_setup(self, model, process_group, host_budget, bucket_bytes):
+        """Join the ranks: rank 0's weights and buffers, this rank's share of
+        the host's pinned memory, the gradient reducer. Without a group only
+        host_budget (if given) is checked, as for one rank."""
+        if host_budget:
+            self.host_share = parse_bytes(host_budget, "host_budget")
+        dist, pg = D.resolve(process_group)
+        if pg is None:
+            return
+        sig = (len(self.params), sum(q.numel for q in self.params))
+        self.group = g = D.Group(pg, dist, self.host_mode, sig)
+        self.host_share = g.host_share(self.host_share)
+        g.broadcast_([q.param.data for q in self.params] +
+                     [b for b in model.buffers() if b is not None])
+        # the bucket: what the GPU budget leaves beside the largest module, a
+        # quarter of it (held modules keep parameters and gradients)
+        room = max(0, self.gpu_budget - self._largest_need) // 4
+        self.reducer = D.GradReducer(g, min(parse_bytes(bucket_bytes, "bucket_bytes"), room)
+                                     if bucket_bytes else 0)
+
+    def _check_host_share(self, cp):
+        """The pool this runtime will pin (exec/setup.c: every tensor without
+        NVMe, else pinned_budget + the largest tensor) against the rank's share."""
+        regs = []
+        for q in self.params:
+            regs.append(q.nbytes)
+            if q.trained:
+                regs += [q.nbytes, 4 * q.numel, 4 * q.numel] + \
+                    ([4 * q.numel] if q.dtype != torch.float32 else [])
+        regs = [_align(_align(n, self._pad), 4096) for n in regs]
+        need = cp.pinned_budget + max(regs) if cp.nvme_budget else sum(regs)
+        self.pool_bytes = _align(need + (2 << 20), 2 << 20)
+        if not self.host_share or self.pool_bytes <= self.host_share:
+            return
+        g = self.group
+        who = f"rank {g.rank} of {g.world} ({g.local_world} on this host)" if g else "this runtime"
+        how = "pass nvme_path= (a swap file per rank) so that only pinned_budget stays pinned," \
+            if not cp.nvme_budget else "lower pinned_budget,"
+        raise TencacheError(
+            f"{who} needs {fmt_bytes(self.pool_bytes)} of pinned host memory but its share of "
+            f"the host budget is {fmt_bytes(self.host_share)} (host_budget / ranks on the host; "
+            f"default: half of MemAvailable); {how} or raise host_budget")
+
+    def dist_info(self):
+        """This rank's runtime: rank, world, ranks on the host, its pinned
+        share and pool, its NVMe swap file, the reductions made."""
+        g, r = self.group, self.reducer
+        return {"rank": g.rank if g else 0, "world": g.world if g else 1,
+                "local_world": g.local_world if g else 1,
+                "backend": g.backend if g else None, "host_share": self.host_share,
+                "pool_bytes": self.pool_bytes, "nvme_path": self.nvme_path,
+                "bucket_bytes": r.cap if r else None,
+                "reduce_calls": r.calls if r else 0,
+                "reduced_bytes": r.reduced_bytes if r else 0}
+
     def _create(self, nvme_path, pinned_budget, nvme_budget, policy, warmup_steps, timeline,
                 threads):
         lib = self.lib
-        p = L.Params(log_level=L.LOG_WARN)
+        p = L.Params(log_level=L.LOG_WARN, host_budget=self.host_share or 0)
         if self.host_mode:
             p.flags |= L.F_NO_CUDA
         else:
@@ -234,10 +303,14 @@ class Runtime:
             cp.nvme_path = self._nvme_path
             cp.pinned_budget = parse_bytes(pinned_budget, "pinned_budget") if pinned_budget \
                 else max(total // 4, 4 * largest_op)
+            if self.host_share and not pinned_budget:    # the rank's share of the host
+                cp.pinned_budget = min(cp.pinned_budget,
+                                       max(self.host_share - largest_op - (4 << 20), 0))
             cp.nvme_budget = parse_bytes(nvme_budget, "nvme_budget") if nvme_budget \
                 else total + total // 4 + (64 << 20)
         elif pinned_budget:
             cp.pinned_budget = parse_bytes(pinned_budget, "pinned_budget")
+        self._check_host_share(cp)
         cache = ctypes.c_void_p()
         check(lib.tencache_cache_create(tc, ctypes.byref(cache), ctypes.byref(cp)),
               "tencache_cache_create")
@@ -453,6 +526,8 @@ class Runtime:
                 raise TencacheError(f"the gradient of '{q.name}' arrived outside the backward "
                                     f"of module '{leaf.name}'; not supported")
             q.gview.copy_(param.grad)
+            if self.reducer:
+                self.reducer.add(leaf, q.gview)
             param.grad = None
             q.gview = None
             q.has_grad = True
@@ -464,6 +539,14 @@ class Runtime:
     def _maybe_release(self, leaf, force=False):
         if leaf.state != BWD or (not force and (leaf.pending or leaf.unpacked < leaf.packed)):
             return
+        if self.reducer:    # released once its gradients are averaged across the ranks
+            leaf.state = REDUCE
+            self._active.discard(leaf)
+            self.reducer.ready(leaf, lambda: self._release_bwd(leaf))
+            return
+        self._release_bwd(leaf)
+
+    def _release_bwd(self, leaf):
         s = self._stream()
         for q in leaf.params:
             if leaf.bwd_params:
@@ -478,8 +561,10 @@ class Runtime:
 
     def _finish_backward(self, force=False):
         """Release the backward ops that are complete (all of them when force)."""
-        for leaf in list(self._active):
+        for leaf in sorted(self._active, key=lambda x: x.order):
             self._maybe_release(leaf, force)
+        if force and self.reducer:
+            self.reducer.flush()
         if force:
             for leaf in self.leaves:
                 if leaf.state == WAIT_BWD:
@@ -595,7 +680,8 @@ class OffloadAdamW(torch.optim.Optimizer):
 
 def offload(model, gpu_budget="8GiB", nvme_path=None, host_mode=None, *, dtype=None,
             lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, pinned_budget=None,
-            nvme_budget=None, policy="ours", warmup_steps=1, timeline=False, threads=0):
+            nvme_budget=None, policy="ours", warmup_steps=1, timeline=False, threads=0,
+            process_group=None, host_budget=None, bucket_bytes=D.DEFAULT_BUCKET):
     """Offload model's parameters, gradients and AdamW state to tencache.
 
     Returns (model, optimizer): the same model, its parameters now fetched by
@@ -603,9 +689,19 @@ def offload(model, gpu_budget="8GiB", nvme_path=None, host_mode=None, *, dtype=N
     GPU memory for cached tensors (bytes or "8GiB"); host_mode=None picks the
     CPU-only mode when torch sees no GPU. dtype: the compute dtype of the
     parameter copies (None: keep each parameter's); masters are fp32.
+
+    Data parallelism (ddp.py): process_group=None uses torch.distributed's
+    default group when it is initialized with more than one rank (False: never).
+    Then rank 0's weights are broadcast, gradients are averaged across the
+    ranks (bucket_bytes per reduction), nvme_path gets a -rank<N> suffix (a
+    directory: tencache-swap-rank<N> inside), AdamW threads default to the
+    CPUs / ranks on the host, and each rank pins at most host_budget / ranks on
+    the host (host_budget: pinned bytes for all ranks of a host; default half
+    of MemAvailable). Call torch.cuda.set_device(local_rank) first on a GPU.
     """
     rt = Runtime(model, gpu_budget, nvme_path, host_mode, dtype, pinned_budget, nvme_budget,
-                 policy, warmup_steps, timeline, threads)
+                 policy, warmup_steps, timeline, threads, process_group, host_budget,
+                 bucket_bytes)
     opt = OffloadAdamW(rt, [q.param for q in rt.params if q.trained], lr, betas, eps,
                        weight_decay)
     return model, opt
