@@ -82,6 +82,7 @@ _SIGS = {
     "tencache_cache_flush": (ctypes.c_int, [c_ptr]),
     "tencache_cache_stats": (ctypes.c_int, [c_ptr, ctypes.POINTER(CacheStats)]),
     "tencache_cache_timeline": (ctypes.c_int, [c_ptr, ctypes.c_char_p]),
+    "tencache_gpu_numa_node": (ctypes.c_int, [c_ptr, ctypes.c_int, ctypes.POINTER(c_i32)]),
     "tencache_adam_create": (ctypes.c_int, [ctypes.POINTER(c_ptr), ctypes.POINTER(AdamParams)]),
     "tencache_adam_destroy": (None, [c_ptr]),
     "tencache_adam_threads": (ctypes.c_int, [c_ptr]),

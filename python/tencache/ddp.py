@@ -18,11 +18,13 @@ and CUDA memory) gets a flat staging copy on a device it can reach. Reducing
 the host copies at optimizer time instead would not work with NCCL (no CPU
 tensors) and would serialize the reduction after the backward.
 
-Bucketing: gradients of a module smaller than the bucket are reduced
-together with those of the following modules (their backward ops stay
-acquired, so the bucket is bounded by what the GPU budget leaves beside the
-largest module); a gradient at least as large as the bucket is reduced in
-place, the rest are flattened into one buffer per dtype. Gradients are
+Bucketing: the gradients of a module are reduced together with those of
+the following modules until they reach the bucket (bucket_bytes of
+gradients): the backward ops of the modules waiting stay acquired, so they
+also stop at `room` bytes of cache memory (parameters and gradients, as the
+cache places them), what the GPU budget leaves beside the largest module; a
+gradient at least as large as the bucket is reduced in place, the rest are
+flattened into one buffer per dtype. Gradients are
 divided by the world size before the sum (as torch DDP's default hook).
 
 Every rank must produce gradients for the same parameters in the same
@@ -159,26 +161,28 @@ class GradReducer:
     """Averages each module's gradients across the ranks before its backward
     op is released (see the file's comment)."""
 
-    def __init__(self, group, bucket_bytes):
-        self.g, self.cap = group, max(0, int(bucket_bytes))
+    def __init__(self, group, bucket_bytes, room):
+        self.g, self.cap, self.room = group, max(0, int(bucket_bytes)), max(0, int(room))
         self.views = {}     # leaf -> its gradient views arrived this step
         self.held = []      # [(leaf, release)] waiting for the bucket
-        self.bytes = 0
+        self.bytes = self.held_bytes = 0
         self.calls = self.reduced_bytes = 0    # collectives and bytes, all steps
 
     def add(self, leaf, view):
         self.views.setdefault(leaf, []).append(view)
 
-    def ready(self, leaf, release):
-        """leaf's gradients are all in; release() ends its backward op."""
+    def ready(self, leaf, release, op_bytes):
+        """leaf's gradients are all in; release() ends its backward op, which
+        holds op_bytes of cache memory."""
         self.held.append((leaf, release))
         self.bytes += sum(v.numel() * v.element_size() for v in self.views.get(leaf, ()))
-        if self.bytes >= self.cap:
+        self.held_bytes += op_bytes
+        if self.bytes >= self.cap or self.held_bytes >= self.room:
             self.flush()
 
     @torch.no_grad()
     def flush(self):
-        held, self.held, self.bytes = self.held, [], 0
+        held, self.held, self.bytes, self.held_bytes = self.held, [], 0, 0
         if not held:
             return
         views = [v for leaf, _ in held for v in self.views.pop(leaf, ())]

@@ -214,6 +214,7 @@ class Runtime:
                 sum(_align(p.nbytes, a) for p in leaf.params if p.trained)
             need = max(fwd, bwd)
             self._largest_need = max(self._largest_need, need)
+            leaf.bwd_bytes = bwd
             if need > self.gpu_budget:
                 raise TencacheError(
                     f"gpu_budget {fmt_bytes(self.gpu_budget)} ({self.gpu_budget} bytes) is too "
@@ -237,11 +238,12 @@ class Runtime:
         self.host_share = g.host_share(self.host_share)
         g.broadcast_([q.param.data for q in self.params] +
                      [b for b in model.buffers() if b is not None])
-        # the bucket: what the GPU budget leaves beside the largest module, a
-        # quarter of it (held modules keep parameters and gradients)
-        room = max(0, self.gpu_budget - self._largest_need) // 4
-        self.reducer = D.GradReducer(g, min(parse_bytes(bucket_bytes, "bucket_bytes"), room)
-                                     if bucket_bytes else 0)
+        # modules waiting for a bucket hold their backward ops: at most half
+        # of what the GPU budget leaves beside two of the largest modules (the
+        # op and the next one, prefetched), so the planner still plans
+        room = max(0, self.gpu_budget - 2 * self._largest_need) // 2
+        self.reducer = D.GradReducer(
+            g, parse_bytes(bucket_bytes, "bucket_bytes") if bucket_bytes else 0, room)
 
     def _check_host_share(self, cp):
         """The pool this runtime will pin (exec/setup.c: every tensor without
@@ -270,11 +272,15 @@ class Runtime:
         """This rank's runtime: rank, world, ranks on the host, its pinned
         share and pool, its NVMe swap file, the reductions made."""
         g, r = self.group, self.reducer
-        return {"rank": g.rank if g else 0, "world": g.world if g else 1,
+        node = ctypes.c_int32(-1)
+        if not self.host_mode:    # the pool's node: the GPU's (tencache_params.numa_node unset)
+            self.lib.tencache_gpu_numa_node(self.tc, self.device.index, ctypes.byref(node))
+        return {"numa_node": node.value, "gpu": None if self.host_mode else self.device.index,
+                "rank": g.rank if g else 0, "world": g.world if g else 1,
                 "local_world": g.local_world if g else 1,
                 "backend": g.backend if g else None, "host_share": self.host_share,
                 "pool_bytes": self.pool_bytes, "nvme_path": self.nvme_path,
-                "bucket_bytes": r.cap if r else None,
+                "bucket_bytes": r.cap if r else None, "bucket_room": r.room if r else None,
                 "reduce_calls": r.calls if r else 0,
                 "reduced_bytes": r.reduced_bytes if r else 0}
 
@@ -542,7 +548,7 @@ class Runtime:
         if self.reducer:    # released once its gradients are averaged across the ranks
             leaf.state = REDUCE
             self._active.discard(leaf)
-            self.reducer.ready(leaf, lambda: self._release_bwd(leaf))
+            self.reducer.ready(leaf, lambda: self._release_bwd(leaf), leaf.bwd_bytes)
             return
         self._release_bwd(leaf)
 

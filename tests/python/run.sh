@@ -2,8 +2,8 @@
 # run.sh - the Python package's tests on the CPU: installs torch from PyPI
 # when it is missing (skips, exit 77, when that fails or takes more than
 # TORCH_INSTALL_TIMEOUT seconds, default 480), builds libtencache if needed,
-# installs ./python with pip, and runs test_offload.py and test_train_bench.py
-# (exit 1 if either fails, 77 if both skip, else 0).
+# installs ./python with pip, and runs test_offload.py, test_train_bench.py
+# and test_ddp.py (2 ranks, gloo) (exit 1 if one fails, 77 if all skip, else 0).
 set -uo pipefail
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 PY=${PYTHON:-python3}
@@ -34,9 +34,12 @@ rc1=$?
 echo "# tests/python/test_train_bench.py"
 "$PY" "$TOP/tests/python/test_train_bench.py"
 rc2=$?
-# fail if either failed; skip only if both skipped
-for rc in $rc1 $rc2; do
+echo "# tests/python/test_ddp.py"
+"$PY" "$TOP/tests/python/test_ddp.py"
+rc3=$?
+# fail if one failed; skip only if all skipped
+for rc in $rc1 $rc2 $rc3; do
 	[ "$rc" = 0 ] || [ "$rc" = 77 ] || exit 1
 done
-[ "$rc1" = 77 ] && [ "$rc2" = 77 ] && exit 77
+[ "$rc1" = 77 ] && [ "$rc2" = 77 ] && [ "$rc3" = 77 ] && exit 77
 exit 0
