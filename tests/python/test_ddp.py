@@ -109,7 +109,7 @@ def rank_main(rank, cfg):
         if not cfg["host_mode"]:
             torch.cuda.set_device(0)    # the one GPU, shared
             dev = torch.device("cuda", 0)
-        dist.init_process_group(cfg["backend"], init_method="file://" + cfg["dir"] + "/rdv",
+        dist.init_process_group(cfg["backend"], init_method="file://" + cfg["dir"] + "/" + cfg.get("rdv", "rdv"),
                                 rank=rank, world_size=WORLD,
                                 timeout=datetime.timedelta(seconds=cfg.get("timeout", 120)))
         data = torch.load(cfg["dir"] + "/data.pt")
