@@ -22,7 +22,7 @@ TOTAL=${TOTAL_S:-230}
 step() { echo "==== $(date -u +%T) (+$(($(date +%s) - T0)) s) $*"; }
 left() { echo $((TOTAL - ($(date +%s) - T0))); }
 export NCCL_NVLS_ENABLE=0	# NVLink multicast stays off (device notes)
-export TEST_DDP_LIMIT=${TEST_DDP_LIMIT:-60}	# a hung case is killed after 60 s
+export TEST_DDP_LIMIT=${TEST_DDP_LIMIT:-45}	# a hung case is killed after 45 s
 
 step "machine"
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader 2>&1
@@ -46,7 +46,7 @@ export TENCACHE_LIB=$TOP/build/libtencache.so PYTHONPATH=$TOP/python${PYTHONPATH
 
 step "test_ddp_gpu.py (2 ranks on GPU 0)"
 [ "${DEVICE:-cuda}" = cpu ] && export TEST_DDP_GPU_ON_CPU=1 TEST_DDP_NVME=${TEST_DDP_NVME:-0}
-timeout -k 5 $(($(left) - 75)) "$PY" tests/python/test_ddp_gpu.py 2>&1 | tee "$O/test_ddp_gpu.log"
+timeout -k 5 $(($(left) - 70)) "$PY" tests/python/test_ddp_gpu.py 2>&1 | tee "$O/test_ddp_gpu.log"
 echo "test_ddp_gpu: exit ${PIPESTATUS[0]}"
 # the backend the test found working (NCCL with 2 ranks on one GPU, else gloo)
 BACKEND=$(sed -n 's/.*, backend \([a-z]*\), libtencache.*/\1/p' "$O/test_ddp_gpu.log" | head -1)
