@@ -334,6 +334,11 @@ struct tc_sjob {
 	struct tc_sjob *next;
 	uint64_t t0, t1;	/* timeline */
 	uint32_t tensor;
+	void *dev_ev;		/* device deps, as they were at push (sstream) */
+	/* host deps: the instance that was latest at push. Taken when the
+	 * worker runs, a later op of this step (queued behind this job)
+	 * could be the latest, and the worker would wait for it forever. */
+	uint64_t dep_inst[];
 };
 
 void *tc_exec_stage_main(void *arg)
@@ -361,10 +366,12 @@ void *tc_exec_stage_main(void *arg)
 		for (uint32_t k = 0; k < j->nr_deps; k++) {
 			struct tc_xev *e = dep_ev(c, j->deps[k]);
 
-			if (ev_is_dev(e))
-				c->dev->ops->sync(c->dev, e->dev);
-			else
-				tc_hev_wait(c->dev, &e->h, tc_hev_latest(c->dev, &e->h));
+			if (!ev_is_dev(e))
+				tc_hev_wait(c->dev, &e->h, j->dep_inst[k]);
+		}
+		if (j->dev_ev) {
+			c->dev->ops->sync(c->dev, j->dev_ev);
+			c->dev->ops->event_destroy(c->dev, j->dev_ev);
 		}
 		j->t0 = tc_now_ns();
 		{
@@ -403,13 +410,50 @@ static int stage_push(struct tencache_cache *c, struct tc_xev *e, int write,
 		      struct tc_tstate *t, uint32_t tensor, const int32_t *deps,
 		      uint32_t nr_deps)
 {
-	struct tc_sjob *j = calloc(1, sizeof(*j));
+	struct tc_sjob *j;
+	int ret = 0;
 
+	/*
+	 * A deferred free (PDROP/PALLOC) completes only when this thread makes
+	 * it: do it now, or the worker would wait for it while this thread
+	 * waits (in palloc) for the worker's job.
+	 */
+	for (uint32_t k = 0; k < nr_deps; k++) {
+		struct tc_xev *d = dep_ev(c, deps[k]);
+
+		if (d->pending) {
+			ret = tc_exec_complete_deferred(c, d);
+			if (ret)
+				return ret;
+		}
+	}
+	j = calloc(1, sizeof(*j) + nr_deps * sizeof(j->dep_inst[0]));
 	if (!j)
 		return -ENOMEM;
 	*j = (struct tc_sjob){ .ev = e, .write = write, .buf = pptr(c, t->poff),
 			       .len = t->bytes, .off = t->noff, .deps = deps,
 			       .nr_deps = nr_deps, .tensor = tensor };
+	for (uint32_t k = 0; k < nr_deps && !ret; k++) {
+		struct tc_xev *d = dep_ev(c, deps[k]);
+
+		if (!ev_is_dev(d)) {
+			j->dep_inst[k] = tc_hev_latest(c->dev, &d->h);
+			continue;
+		}
+		/* a stream wait takes the event's current recording: the
+		 * job's own event on sstream is then the snapshot */
+		if (!j->dev_ev)
+			ret = c->dev->ops->event_create(c->dev, 0, &j->dev_ev);
+		ret = ret ?: c->dev->ops->stream_wait(c->dev, c->sstream, d->dev);
+	}
+	if (!ret && j->dev_ev)
+		ret = c->dev->ops->record(c->dev, j->dev_ev, c->sstream);
+	if (ret) {
+		if (j->dev_ev)
+			c->dev->ops->event_destroy(c->dev, j->dev_ev);
+		free(j);
+		return ret;
+	}
 	j->inst = tc_hev_arm(c->dev, &e->h);
 	pthread_mutex_lock(&c->slock);
 	if (c->stail)

@@ -81,6 +81,7 @@ struct tencache_cache {
 
 	struct tc_dev *dev;
 	void *h2d, *d2h;
+	void *sstream;			/* staging jobs' device deps (snapshots) */
 	void *cstream_last;		/* the caller's stream of the latest GPU op */
 	int cstream_used;
 	void *step_ev;

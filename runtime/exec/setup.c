@@ -199,6 +199,11 @@ int tc_exec_freeze(struct tencache_cache *c)
 			goto fail;
 		c->nvme_fd = tencache_swap_fd(c->swap);
 	}
+	if (c->p.nvme_budget) {
+		ret = c->dev->ops->stream_create(c->dev, &c->sstream);
+		if (ret)
+			goto fail;
+	}
 	ret = c->dev->ops->stream_create(c->dev, &c->h2d);
 	ret = ret ?: c->dev->ops->stream_create(c->dev, &c->d2h);
 	ret = ret ?: c->dev->ops->event_create(c->dev, 1, &c->step_ev);
@@ -709,6 +714,8 @@ void tencache_cache_destroy(struct tencache_cache *c)
 			c->dev->ops->event_destroy(c->dev, c->step_ev);
 		c->dev->ops->stream_destroy(c->dev, c->h2d);
 		c->dev->ops->stream_destroy(c->dev, c->d2h);
+		if (c->sstream)
+			c->dev->ops->stream_destroy(c->dev, c->sstream);
 	}
 	if (c->have_plan)
 		tc_plan_free(&c->plan);
