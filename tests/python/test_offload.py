@@ -183,6 +183,44 @@ def train_tencache(model0, data, dtype, budget=None, eval_at=None, **kw):
     return losses, masters, copies, st
 
 
+def _nvme_wider_child(d, q):
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model0 = Tiny(vocab=512, d=256, heads=8, layers=4, ctx=128)
+    total = sum(p.numel() * 4 for p in model0.parameters())
+    data = batches(512, STEPS, b=4, t=128, seed=5)
+    with tempfile.TemporaryDirectory(dir=d) as td:
+        tl, _, _, st = train_tencache(model0, data, torch.bfloat16, int(total * 0.375),
+                                      nvme_path=os.path.join(td, "swap"),
+                                      pinned_budget=2 * total)
+    q.put((tl, st["planned_steps"], st["steps"]))
+
+
+def nvme_wider(d):
+    """A wider bf16 model over NVMe, in a child process with a time limit:
+    its plan has stage-outs that depend on ops later in the table, which
+    deadlocked the staging worker at the first planned step."""
+    import multiprocessing as mp
+    name = "bf16, d=256, NVMe tier: 20 steps end (no staging deadlock)"
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=_nvme_wider_child, args=(d, q))
+    p.start()
+    p.join(180)
+    if p.is_alive():
+        p.kill()
+        p.join()
+        tap(False, name, "still running after 180 s: hung")
+        return
+    try:
+        tl, planned, steps = q.get(timeout=5)
+    except Exception:
+        tap(False, name, f"child exited {p.exitcode} without a result")
+        return
+    ok = len(tl) == STEPS and all(math.isfinite(x) for x in tl) and planned >= STEPS - 2
+    tap(ok, name, f"planned {planned}/{steps}, final loss {tl[-1]:.4f}")
+
+
 def max_diff(a, b):
     return max((x.double() - y.double()).abs().max().item() for x, y in zip(a, b))
 
@@ -355,6 +393,7 @@ def main():
             total = sum(p.numel() for p in model0.parameters()) * 4
             compare("fp32 with an NVMe tier", model0, torch.float32,
                     nvme_path=os.path.join(td, "swap"), pinned_budget=2 * total)
+        nvme_wider(d)
     except OSError as e:
         tap(None, "fp32 with an NVMe tier", f"{d} refuses O_DIRECT ({e})")
     hf_models()
