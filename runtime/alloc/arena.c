@@ -354,9 +354,23 @@ static int general_alloc(struct tencache_arena *a, uint64_t len, uint64_t req, u
 		*off = live.off;
 		return 0;
 	}
-	e = a->by_size.v[i];
-	extv_remove_at(&a->by_size, i);
-	extv_remove(&a->by_off, &e, ext_cmp_off);
+	if (a->high_min) {
+		/*
+		 * two-ended: small ones pack from the low end (the lowest extent
+		 * that fits), so a held small tensor does not split the space
+		 * the big ones come down into
+		 */
+		for (i = 0; i < a->by_off.n; i++)
+			if (a->by_off.v[i].len >= len)
+				break;
+		e = a->by_off.v[i];
+		extv_remove_at(&a->by_off, i);
+		extv_remove(&a->by_size, &e, ext_cmp_size);
+	} else {
+		e = a->by_size.v[i];
+		extv_remove_at(&a->by_size, i);
+		extv_remove(&a->by_off, &e, ext_cmp_off);
+	}
 	if (e.len > len) {
 		struct tc_ext rest = { .off = e.off + len, .len = e.len - len };
 
