@@ -9,6 +9,6 @@ $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
 	build-essential pkg-config linux-headers-amd64 qemu-system-x86 busybox-static cpio \
 	kmod e2fsprogs xz-utils zstd binutils liburing-dev libnuma-dev libcjson-dev libaio-dev \
-	python3 ca-certificates > /tmp/tencache-apt.log 2>&1 ||
+	python3 python3-matplotlib ca-certificates > /tmp/tencache-apt.log 2>&1 ||
 	{ tail -30 /tmp/tencache-apt.log; echo "deps.sh: apt-get install failed" >&2; exit 1; }
 echo "deps.sh: packages installed"
