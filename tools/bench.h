@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * bench.h - what tencache-bench.c shares with its CUDA part. The CUDA part
+ * bench.h - what tencache-bench.c shares with its subcommands (replay.c,
+ * decide.c: results-file output) and its CUDA part. The CUDA part
  * (gpu/bench-cuda.cu, built with nvcc when present) holds everything that
  * needs the CUDA runtime: the copy benchmark and the cudaHostAlloc /
  * cudaHostRegister pin baselines. Without nvcc, bench-nocuda.c stands in and
@@ -22,6 +23,13 @@ extern "C" {
 double now(void);
 /* A line to stdout and to the results file (-o). */
 void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The replay and decide subcommands (replay.c, decide.c); exit codes. */
+int bench_replay(int argc, char **argv);
+int bench_decide(int argc, char **argv);
+/* Appends later say() lines to path too; 0 or -errno. */
+int bench_set_out(const char *path);
+/* The "# command:" and "# machine:" lines every results file starts with. */
+void bench_header(int argc, char **argv);
 
 /* 1 when this build has the CUDA part. */
 extern const int bench_have_cudart;

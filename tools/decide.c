@@ -51,8 +51,7 @@
 
 #include "tencache.h"
 #include "plan/plan.h"
-
-int bench_decide(int argc, char **argv);
+#include "bench.h"
 
 #define GOAL_NS		1000.0	/* the goal per acquire / release */
 #define TARGET_STATE	(64ULL << 20)	/* default --scale: all state in ~64 MiB */
@@ -62,26 +61,6 @@ int bench_decide(int argc, char **argv);
 #define DEF_MODEL	"opt-1.3b"
 #define DEF_HIDDEN	512
 #define DEF_VOCAB	16384
-
-static FILE *out;
-
-/* A line to stdout and to the -o file. */
-static void dsay(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void dsay(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	fflush(stdout);
-	if (out) {
-		va_start(ap, fmt);
-		vfprintf(out, fmt, ap);
-		va_end(ap);
-		fflush(out);
-	}
-}
 
 static inline uint64_t clk(clockid_t id)
 {
@@ -662,27 +641,6 @@ static int scale_trace(const struct tc_trace *in, uint64_t scale, struct tc_trac
 	return 0;
 }
 
-static void header(int argc, char **argv)
-{
-	struct utsname u;
-	char line[256], model[256] = "";
-	FILE *f = fopen("/proc/cpuinfo", "r");
-	time_t t = time(NULL);
-
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "model name : %255[^\n]", model) == 1)
-			break;
-	if (f)
-		fclose(f);
-	dsay("# command: tencache-bench");
-	for (int i = 0; i < argc; i++)
-		dsay(" %s", argv[i]);
-	uname(&u);
-	strftime(line, sizeof(line), "%Y-%m-%d %H:%M UTC", gmtime(&t));
-	dsay("\n# machine: %s %s %s, %ld CPUs (%s); %s\n", u.nodename, u.release, u.machine,
-	     sysconf(_SC_NPROCESSORS_ONLN), model[0] ? model : "?", line);
-}
-
 int bench_decide(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -726,8 +684,7 @@ int bench_decide(int argc, char **argv)
 				ret = -EINVAL;
 			break;
 		case 'o':
-			out = fopen(optarg, "a");
-			if (!out) {
+			if (bench_set_out(optarg)) {
 				fprintf(stderr, "decide: %s: %s\n", optarg, strerror(errno));
 				return 1;
 			}
@@ -792,16 +749,16 @@ int bench_decide(int argc, char **argv)
 	}
 	x.tcost = timer_cost();
 
-	header(argc, argv);
-	dsay("decide: %s (%u layers, hidden %u, vocab %u: %.1fM params): %u tensors, %u "
+	bench_header(argc, argv);
+	say("decide: %s (%u layers, hidden %u, vocab %u: %.1fM params): %u tensors, %u "
 	     "accesses per step\n", m.name, m.layers, m.hidden, m.vocab,
 	     tc_model_params(&m) / 1e6, tr.nr_tensors, tr.nr_acc);
-	dsay("  sizes / %llu (4 KiB min): state %.1f MiB, fp16 params %.1f MiB, largest op "
+	say("  sizes / %llu (4 KiB min): state %.1f MiB, fp16 params %.1f MiB, largest op "
 	     "%.1f MiB; GPU budget %.1f MiB (%.0f%% of fp16 params%s)\n",
 	     (unsigned long long)scale, all / 1048576.0, p16 / 1048576.0, maxop / 1048576.0,
 	     budget / 1048576.0, 100.0 * budget / p16,
 	     budget == maxop ? ", raised to the largest op" : "");
-	dsay("  %s mode; per variant %u warm-up steps, then a split and a whole pass of %u "
+	say("  %s mode; per variant %u warm-up steps, then a split and a whole pass of %u "
 	     "steps; compute 0 per op;\n  wall clock cost per timed call %.0f ns, subtracted\n",
 	     host ? "host" : "GPU", warmup, steps, x.tcost);
 
@@ -836,33 +793,33 @@ int bench_decide(int argc, char **argv)
 		}
 	}
 
-	dsay("\n%-10s %9s %9s %8s | %8s %7s %7s %6s | %8s %7s %7s %6s | %8s %7s %7s %6s\n",
+	say("\n%-10s %9s %9s %8s | %8s %7s %7s %6s | %8s %7s %7s %6s | %8s %7s %7s %6s\n",
 	     "variant", "CPU ns", "wall ns", "acquire", "acquire", "p50", "p99", "switch",
 	     "release", "p50", "p99", "switch", "step", "hit %", "planned", "own");
-	dsay("%-10s %9s %9s %8s | %8s %7s %7s %6s | %8s %7s %7s %6s | %8s %7s %7s %6s\n", "",
+	say("%-10s %9s %9s %8s | %8s %7s %7s %6s | %8s %7s %7s %6s | %8s %7s %7s %6s\n", "",
 	     "/decision", "/decision", "CPU ns", "ns", "", "", "%", "ns", "", "", "%", "CPU us",
 	     "", "steps", "ns");
 	for (int v = 0; v < V_NR; v++) {
 		const struct vres *r = &res[v];
 
 		if (!r->ran) {
-			dsay("%-10s %9s\n", vnames[v], "error");
+			say("%-10s %9s\n", vnames[v], "error");
 			continue;
 		}
-		dsay("%-10s %9.0f %9.0f %8.0f | %8.0f %7.0f %7.0f %6.2f | %8.0f %7.0f %7.0f %6.2f | "
+		say("%-10s %9.0f %9.0f %8.0f | %8.0f %7.0f %7.0f %6.2f | %8.0f %7.0f %7.0f %6.2f | "
 		     "%8.1f %7.2f %7llu ", vnames[v], r->dec_cpu, r->dec_wall,
 		     sub(2 * r->dec_cpu, r->rel), r->acq, r->acq_p50, r->acq_p99, 100 * r->acq_sw,
 		     r->rel, r->rel_p50, r->rel_p99, 100 * r->rel_sw, r->step_cpu / 1e3,
 		     100 * r->hit, (unsigned long long)r->planned);
 		if (v == V_NAIVE)
-			dsay("%6s\n", "-");
+			say("%6s\n", "-");
 		else
-			dsay("%6.0f\n", r->own_ns);
+			say("%6.0f\n", r->own_ns);
 	}
-	dsay("\n");
+	say("\n");
 	for (int v = 0; v < V_NR; v++)
-		dsay("  %-10s %s\n", vnames[v], vdesc[v]);
-	dsay("  CPU, wall ns/decision: a pass of %u steps with the clocks read once per step\n"
+		say("  %-10s %s\n", vnames[v], vdesc[v]);
+	say("  CPU, wall ns/decision: a pass of %u steps with the clocks read once per step\n"
 	     "    around its acquires and releases (the caller thread's CPU time: waits block; the\n"
 	     "    futex calls and context switches of blocking are in it); acquire CPU ns: the\n"
 	     "    same less the releases (2 x decision - release)\n"
@@ -891,10 +848,10 @@ int bench_decide(int argc, char **argv)
 				snprintf(ra, sizeof(ra), "x%.2f", o->acq / b->acq);
 			if (b->rel >= 1)
 				snprintf(rr, sizeof(rr), "x%.2f", o->rel / b->rel);
-			dsay("  ours / %-9s CPU per decision x%.2f (acquire %s, release %s)\n",
+			say("  ours / %-9s CPU per decision x%.2f (acquire %s, release %s)\n",
 			     vnames[v], o->dec_cpu / b->dec_cpu, ra, rr);
 		}
-		dsay("goal: <= %.0f ns of CPU per acquire / release decision: ours %.0f ns per "
+		say("goal: <= %.0f ns of CPU per acquire / release decision: ours %.0f ns per "
 		     "decision (acquire %.0f with blocking), acquire %.0f and release %.0f per call "
 		     "that did not block: %s\n", GOAL_NS, o->dec_cpu, acq_all, o->acq, o->rel,
 		     pass ? "PASS" : "FAIL");
@@ -907,8 +864,5 @@ out:
 		tencache_exit(tc);
 	tc_trace_free(&full);
 	tc_trace_free(&tr);
-	if (out)
-		fclose(out);
-	out = NULL;
 	return ret < 0 ? 1 : ret;
 }

@@ -25,8 +25,8 @@
 
 #include "tencache.h"
 #include "plan/plan.h"
+#include "bench.h"
 
-int bench_replay(int argc, char **argv);
 
 extern char **environ;
 

@@ -55,10 +55,22 @@ void say(const char *fmt, ...)
 	}
 }
 
-static void header(int argc, char **argv)
+int bench_set_out(const char *path)
+{
+	FILE *f = fopen(path, "a");
+
+	if (!f)
+		return -errno;
+	if (out)
+		fclose(out);
+	out = f;
+	return 0;
+}
+
+void bench_header(int argc, char **argv)
 {
 	struct utsname u;
-	char line[256];
+	char line[256], cpu[256] = "";
 	FILE *f = fopen("/proc/meminfo", "r");
 	unsigned long long kb = 0;
 	time_t t = time(NULL);
@@ -73,9 +85,15 @@ static void header(int argc, char **argv)
 			break;
 	if (f)
 		fclose(f);
+	f = fopen("/proc/cpuinfo", "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "model name : %255[^\n]", cpu) == 1)
+			break;
+	if (f)
+		fclose(f);
 	strftime(line, sizeof(line), "%Y-%m-%d %H:%M UTC", gmtime(&t));
-	say("\n# machine: %s %s %s, %ld CPUs, %.1f GiB RAM; %s\n", u.nodename, u.release,
-	    u.machine, sysconf(_SC_NPROCESSORS_ONLN), kb / 1048576.0, line);
+	say("\n# machine: %s %s %s, %ld CPUs (%s), %.1f GiB RAM; %s\n", u.nodename, u.release,
+	    u.machine, sysconf(_SC_NPROCESSORS_ONLN), cpu[0] ? cpu : "?", kb / 1048576.0, line);
 }
 
 static int usage(void)
@@ -300,7 +318,12 @@ static int cmd_io(int argc, char **argv)
 		case 'q': nq = parse_list(optarg, qds, IO_MAX_LIST); break;
 		case 'b': nb = parse_list(optarg, bss, IO_MAX_LIST); break;
 		case 'r': rawdev = optarg; break;
-		case 'o': out = fopen(optarg, "a"); break;
+		case 'o':
+			if (bench_set_out(optarg)) {
+				perror(optarg);
+				return 1;
+			}
+			break;
 		default: return usage();
 		}
 	}
@@ -312,7 +335,7 @@ static int cmd_io(int argc, char **argv)
 	for (ib = 0; ib < nb; ib++)
 		if ((bss[ib] * 1024) % 4096 || size % (bss[ib] * 1024) || size % MiB)
 			return usage();
-	header(argc, argv);
+	bench_header(argc, argv);
 	created = access(path, F_OK) != 0;
 	fd = open(path, O_RDWR | O_CREAT | O_DIRECT, 0600);
 	if (fd < 0) {
@@ -500,13 +523,18 @@ static int cmd_pin(int argc, char **argv)
 		switch (opt) {
 		case 'g': nsz = parse_list(optarg, sizes, 16); break;
 		case 'r': rounds = atoi(optarg); break;
-		case 'o': out = fopen(optarg, "a"); break;
+		case 'o':
+			if (bench_set_out(optarg)) {
+				perror(optarg);
+				return 1;
+			}
+			break;
 		default: return usage();
 		}
 	}
 	if (!nsz || rounds < 1 || rounds > 10)
 		return usage();
-	header(argc, argv);
+	bench_header(argc, argv);
 	/* The context exists before anything is timed, as in an application. */
 	cudart = cb_init(0) == 0;
 	{
@@ -654,7 +682,12 @@ static int cmd_copy(int argc, char **argv)
 		case 'c': o.chunk = strtoull(optarg, NULL, 0) * MiB; break;
 		case 'n': o.reps = atoi(optarg); break;
 		case 'S': o.sweep = 1; break;
-		case 'o': out = fopen(optarg, "a"); break;
+		case 'o':
+			if (bench_set_out(optarg)) {
+				perror(optarg);
+				return 1;
+			}
+			break;
 		default: return usage();
 		}
 	}
@@ -673,7 +706,7 @@ static int cmd_copy(int argc, char **argv)
 			"has no raw cudaMemcpyAsync baseline; rebuild with nvcc on PATH\n");
 		return 77;
 	}
-	header(argc, argv);
+	bench_header(argc, argv);
 	ret = cb_copy(&o);
 	if (ret == -ENODEV) {
 		fprintf(stderr, "copy: skipped: the CUDA runtime sees no GPU\n");
@@ -684,8 +717,6 @@ static int cmd_copy(int argc, char **argv)
 	return ret ? 1 : 0;
 }
 
-int bench_replay(int argc, char **argv);	/* replay.c */
-int bench_decide(int argc, char **argv);	/* decide.c */
 
 int main(int argc, char **argv)
 {
