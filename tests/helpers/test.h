@@ -12,6 +12,20 @@ enum t_test_result {
 	T_EXIT_SKIP = 77,
 };
 
+/* A number from a sysfs/procfs file, -1 if it cannot be read. */
+static inline long t_read_long(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	long v = -1;
+
+	if (f) {
+		if (fscanf(f, "%ld", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
+
 /* Print a failure with its location and remember it; tests end with t_exit(). */
 static int t_failures;
 #define T_CHECK(cond, ...)                                                   \

@@ -13,19 +13,6 @@
 #define RESV "/sys/kernel/mm/hugepages/hugepages-2048kB/resv_hugepages"
 #define PAGES 16
 
-static long read_long(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	long v = -1;
-
-	if (f) {
-		if (fscanf(f, "%ld", &v) != 1)
-			v = -1;
-		fclose(f);
-	}
-	return v;
-}
-
 static int write_long(const char *path, long v)
 {
 	FILE *f = fopen(path, "w");
@@ -44,13 +31,13 @@ int main(void)
 	struct tencache *tc;
 	struct tencache_pool *pool = NULL;
 	struct tencache_pool_info info;
-	long nr0 = read_long(NR), avail = read_long(FREE) - read_long(RESV);
+	long nr0 = t_read_long(NR), avail = t_read_long(FREE) - t_read_long(RESV);
 	int raised = 0;
 	char *buf;
 
 	if (avail < PAGES) {
 		if (nr0 < 0 || write_long(NR, nr0 + PAGES - avail) ||
-		    read_long(FREE) - read_long(RESV) < PAGES) {
+		    t_read_long(FREE) - t_read_long(RESV) < PAGES) {
 			if (nr0 >= 0)
 				write_long(NR, nr0);
 			printf("fewer than %d free 2 MiB huge pages, and cannot reserve them\n", PAGES);
@@ -70,7 +57,7 @@ int main(void)
 		T_EQ(info.size, PAGES * 2 * MiB);
 		T_CHECK(strstr(info.reason, "hugetlb") != NULL, "reason: %s", info.reason);
 		/* The pages are taken at creation, not at first touch. */
-		T_CHECK(read_long(FREE) - read_long(RESV) <= avail + (raised ? PAGES - avail : 0) - PAGES,
+		T_CHECK(t_read_long(FREE) - t_read_long(RESV) <= avail + (raised ? PAGES - avail : 0) - PAGES,
 			"free pages did not drop");
 		T_EQ(tencache_pool_alloc(pool, 3 * MiB, (void **)&buf), 0);
 		memset(buf, 0xa5, 3 * MiB);

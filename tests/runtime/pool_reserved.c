@@ -32,19 +32,6 @@ static int mounted;
 static char last_log[1024];
 static uid_t uid;
 
-static long read_long(const char *p)
-{
-	FILE *f = fopen(p, "r");
-	long v = -1;
-
-	if (f) {
-		if (fscanf(f, "%ld", &v) != 1)
-			v = -1;
-		fclose(f);
-	}
-	return v;
-}
-
 /* open/write only: also called from the signal handler. */
 static int write_long(const char *p, long v)
 {
@@ -64,7 +51,7 @@ static int write_long(const char *p, long v)
 
 static long free_pages(void)
 {
-	return read_long(FREE) - read_long(RESV);
+	return t_read_long(FREE) - t_read_long(RESV);
 }
 
 static void cleanup(void)
@@ -149,7 +136,7 @@ static int setup(void)
 	snprintf(path0, sizeof(path0), "%s/tencache-uid%u-node0", dir, (unsigned)uid);
 	avail = free_pages();
 	if (avail < PAGES) {
-		long nr = read_long(NR);
+		long nr = t_read_long(NR);
 
 		if (nr < 0 || write_long(NR, nr + PAGES - avail)) {
 			printf("fewer than %d free 2 MiB huge pages, and cannot reserve them\n", PAGES);
