@@ -50,6 +50,13 @@ int tc_exec_galloc(struct tencache_cache *c, uint32_t id)
 	return galloc(c, &c->t[id]);
 }
 
+static int palloc(struct tencache_cache *c, struct tc_tstate *t);
+
+int tc_exec_palloc(struct tencache_cache *c, uint32_t id)
+{
+	return palloc(c, &c->t[id]);
+}
+
 /*
  * Space in the GPU arena. Planned mode never waits here: the plan's
  * allocation sequence was replayed on this arena before it was accepted

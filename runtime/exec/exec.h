@@ -152,6 +152,7 @@ int tc_exec_od_to_pinned(struct tencache_cache *c, uint32_t id);
 int tc_exec_copy_sync(struct tencache_cache *c, uint32_t id, int dir);
 int tc_exec_stage_sync(struct tencache_cache *c, uint32_t id, int write);
 int tc_exec_galloc(struct tencache_cache *c, uint32_t id);
+int tc_exec_palloc(struct tencache_cache *c, uint32_t id);
 int tc_exec_prof_resolve(struct tencache_cache *c);
 void *tc_exec_stage_main(void *arg);
 

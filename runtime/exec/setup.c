@@ -233,16 +233,11 @@ int tc_exec_freeze(struct tencache_cache *c)
 
 		for (uint32_t i = 0; i < c->nr; i++) {
 			struct tc_tstate *t = &c->t[i];
-			void *ptr;
 
 			t->pinned_home = 1;
-			ret = tencache_pool_alloc(c->pool, t->bytes, &ptr);
-			if (ret) {
-				tc_err(c->tc, "cache: no pinned space for %llu bytes",
-				       (unsigned long long)t->bytes);
+			ret = tc_exec_palloc(c, i);
+			if (ret)
 				goto fail;
-			}
-			t->poff = (char *)ptr - c->pbase;
 			t->valid |= TC_V_PINNED;
 			if ((uint64_t)t->poff < lo)
 				lo = t->poff;
