@@ -306,9 +306,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="tencache-ddp-") as d, \
             tempfile.TemporaryDirectory(dir=tdir, prefix="tencache-ddp-nvme-") as nd:
         try:
-            fd = os.open(os.path.join(nd, "probe"), os.O_RDWR | os.O_CREAT | os.O_DIRECT, 0o600)
-            os.close(fd)
-            os.unlink(os.path.join(nd, "probe"))
+            T.o_direct_probe(nd)
         except OSError as e:
             print(f"# {tdir} refuses O_DIRECT ({e}): the fp32 case runs without NVMe")
             nd = None

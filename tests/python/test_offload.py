@@ -221,6 +221,15 @@ def nvme_wider(d):
     tap(ok, name, f"planned {planned}/{steps}, final loss {tl[-1]:.4f}")
 
 
+def o_direct_probe(d):
+    """Raises OSError when files in d cannot be opened O_DIRECT (the swap
+    file needs it: tmpfs refuses)."""
+    path = os.path.join(d, f"tencache-probe-{os.getpid()}")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_DIRECT", 0), 0o600)
+    os.close(fd)
+    os.unlink(path)
+
+
 def max_diff(a, b):
     return max((x.double() - y.double()).abs().max().item() for x, y in zip(a, b))
 
@@ -385,10 +394,7 @@ def main():
         compare(f"fp32, policy {policy}", model0, torch.float32, policy=policy)
     d = os.environ.get("TEST_DIR", "/var/tmp")
     try:
-        fd = os.open(os.path.join(d, f"tencache-probe-{os.getpid()}"),
-                     os.O_RDWR | os.O_CREAT | getattr(os, "O_DIRECT", 0), 0o600)
-        os.close(fd)
-        os.unlink(os.path.join(d, f"tencache-probe-{os.getpid()}"))
+        o_direct_probe(d)
         with tempfile.TemporaryDirectory(dir=d) as td:
             total = sum(p.numel() for p in model0.parameters()) * 4
             compare("fp32 with an NVMe tier", model0, torch.float32,
