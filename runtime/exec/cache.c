@@ -417,24 +417,9 @@ static int stage_push(struct tencache_cache *c, struct tc_xev *e, int write,
 		      struct tc_tstate *t, uint32_t tensor, const int32_t *deps,
 		      uint32_t nr_deps)
 {
-	struct tc_sjob *j;
+	struct tc_sjob *j = calloc(1, sizeof(*j) + nr_deps * sizeof(j->dep_inst[0]));
 	int ret = 0;
 
-	/*
-	 * A deferred free (PDROP/PALLOC) completes only when this thread makes
-	 * it: do it now, or the worker would wait for it while this thread
-	 * waits (in palloc) for the worker's job.
-	 */
-	for (uint32_t k = 0; k < nr_deps; k++) {
-		struct tc_xev *d = dep_ev(c, deps[k]);
-
-		if (d->pending) {
-			ret = tc_exec_complete_deferred(c, d);
-			if (ret)
-				return ret;
-		}
-	}
-	j = calloc(1, sizeof(*j) + nr_deps * sizeof(j->dep_inst[0]));
 	if (!j)
 		return -ENOMEM;
 	*j = (struct tc_sjob){ .ev = e, .write = write, .buf = pptr(c, t->poff),
@@ -444,6 +429,11 @@ static int stage_push(struct tencache_cache *c, struct tc_xev *e, int write,
 		struct tc_xev *d = dep_ev(c, deps[k]);
 
 		if (!ev_is_dev(d)) {
+			/* a deferred free (PDROP/PALLOC) completes only when this
+			 * thread makes it: now, or the worker would wait for it
+			 * while this thread waits (in palloc) for the worker */
+			if (d->pending)
+				ret = tc_exec_complete_deferred(c, d);
 			j->dep_inst[k] = tc_hev_latest(c->dev, &d->h);
 			continue;
 		}
@@ -1213,7 +1203,7 @@ static int op_close(struct tencache_cache *c, void *s, uint64_t compute_ns)
 
 int tencache_release(struct tencache_cache *c, int id, void *stream, uint64_t compute_ns)
 {
-	uint64_t t0 = tc_now_ns();
+	uint64_t t0 = tc_now_ns(), t1;
 	void *s;
 	int ret = 0;
 
@@ -1222,14 +1212,15 @@ int tencache_release(struct tencache_cache *c, int id, void *stream, uint64_t co
 	if (!c->t[id].held)
 		return -ENOENT;
 	s = c->host_mode ? NULL : stream;
+	t1 = tc_now_ns();
 	if (c->op_open == 1) {	/* the first release ends the op's acquires */
 		ret = op_close(c, s, compute_ns);
 		c->op_open = 2;
 	} else if (compute_ns) {
 		ret = c->dev->ops->spin(c->dev, s, compute_ns);
 	}
-	if (c->host_mode && compute_ns)	/* the compute ran here: not a decision */
-		t0 += compute_ns < tc_now_ns() - t0 ? compute_ns : tc_now_ns() - t0;
+	if (c->host_mode)	/* the compute ran in this thread: not a decision */
+		t0 += tc_now_ns() - t1;
 	c->t[id].held = 0;
 	c->st.decision_ns += tc_now_ns() - t0;
 	c->st.decisions++;
