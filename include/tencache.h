@@ -516,6 +516,18 @@ TENCACHE_API int tencache_acquire(struct tencache_cache *c, int id, unsigned fla
 /* The op's kernels are queued on stream (host mode: took compute_ns). */
 TENCACHE_API int tencache_release(struct tencache_cache *c, int id, void *stream,
 				  uint64_t compute_ns);
+/*
+ * Run the open host op on another thread: ends its acquires as a release
+ * would, but the op is finished only when tencache_op_done(token) is called,
+ * from any thread. Until then its tensors stay held (tencache_release returns
+ * -EBUSY) and every copy of them waits; the cache's other calls go on. Release
+ * them, from the cache's thread, after tencache_op_done (tencache_step_end
+ * needs them released). Leaving a plan mid-step waits for detached ops.
+ * -EINVAL: no host op is open (acquired, not yet released) or no token.
+ */
+TENCACHE_API int tencache_op_detach(struct tencache_cache *c, uint64_t *token);
+/* The detached op is finished. -EINVAL: not a token of this step, or done already. */
+TENCACHE_API int tencache_op_done(struct tencache_cache *c, uint64_t token);
 /* Write every dirty tensor back to its home (pinned or NVMe) and wait. */
 TENCACHE_API int tencache_cache_flush(struct tencache_cache *c);
 /*

@@ -79,6 +79,8 @@ _SIGS = {
     "tencache_acquire": (ctypes.c_int, [c_ptr, ctypes.c_int, ctypes.c_uint, c_ptr,
                                         ctypes.POINTER(c_ptr)]),
     "tencache_release": (ctypes.c_int, [c_ptr, ctypes.c_int, c_ptr, c_u64]),
+    "tencache_op_detach": (ctypes.c_int, [c_ptr, ctypes.POINTER(c_u64)]),
+    "tencache_op_done": (ctypes.c_int, [c_ptr, c_u64]),
     "tencache_cache_flush": (ctypes.c_int, [c_ptr]),
     "tencache_cache_stats": (ctypes.c_int, [c_ptr, ctypes.POINTER(CacheStats)]),
     "tencache_cache_timeline": (ctypes.c_int, [c_ptr, ctypes.c_char_p]),

@@ -17,18 +17,22 @@ optimizer.step():
             used.
   step      per parameter a host op: grad, master, moments and the copy
             acquired as pinned host memory, the C AdamW, release; then the
-            cache step ends.
+            cache step ends. With overlap (the default) the host ops start
+            during backward, a few modules after their own, and AdamW runs
+            on a worker thread (overlap.py); step() waits for the rest.
 Everything runs on torch's current stream.
 """
 import ctypes
 import os
 import re
+import warnings
 
 import torch
 from torch import nn
 
 from . import _lib as L
 from . import ddp as D
+from . import overlap as O
 from ._lib import TencacheError, check
 
 _ELEM = {torch.float32: 4, torch.float16: 2, torch.bfloat16: 2}
@@ -124,7 +128,7 @@ class Runtime:
 
     def __init__(self, model, gpu_budget, nvme_path, host_mode, dtype, pinned_budget,
                  nvme_budget, policy, warmup_steps, timeline, threads, process_group=None,
-                 host_budget=None, bucket_bytes=D.DEFAULT_BUCKET):
+                 host_budget=None, bucket_bytes=D.DEFAULT_BUCKET, overlap=True):
         self.lib = L.lib()
         if host_mode is None:
             host_mode = not torch.cuda.is_available()
@@ -141,7 +145,10 @@ class Runtime:
         self.leaves, self.params, self.in_step = [], [], False
         self._live = {}          # data_ptr of an acquired parameter -> _Param
         self._active = set()     # leaves whose backward op is acquired
-        self.tc = self.cache = self.adam = None
+        self.tc = self.cache = self.adam = self.host_ops = self.optimizer = None
+        self._hp = None          # overlap=False: this step's AdamW hyperparameters
+        self._hp_used = set()    # overlap: the ones the launched updates read
+        self._hp_warned = False
         self.group = self.reducer = self.host_share = self.pool_bytes = None
         # the NVMe tier stages whole tensors with O_DIRECT: sizes in 4 KiB blocks
         self._pad = 4096 if nvme_path else 1
@@ -150,11 +157,20 @@ class Runtime:
         self._ddp_setup(model, process_group, host_budget, bucket_bytes)
         if self.group:
             nvme_path = self.group.rank_path(nvme_path) if nvme_path else None
-            threads = threads or max(1, len(os.sched_getaffinity(0)) // self.group.local_world)
+        if not threads and (self.group or overlap):
+            # this host's CPUs shared by its ranks, less one for the training
+            # thread when the optimizer runs beside backward
+            threads = len(os.sched_getaffinity(0)) // (self.group.local_world if self.group else 1)
+            threads = max(1, threads - 1) if overlap else max(1, threads)
         self.nvme_path = str(nvme_path) if nvme_path else None
         try:
             self._create(nvme_path, pinned_budget, nvme_budget, policy, warmup_steps,
                          timeline, threads)
+            if overlap:
+                # with NVMe only pinned_budget is pinned: hold a quarter of it
+                self.host_ops = O.HostOps(self.lib, self.cache, self.adam, self._host_op,
+                                          self._host_op_done,
+                                          self._pinned_budget // 4 if nvme_path else None)
             self._register()
             self._init_values()
         except BaseException:
@@ -317,6 +333,7 @@ class Runtime:
         elif pinned_budget:
             cp.pinned_budget = parse_bytes(pinned_budget, "pinned_budget")
         self._check_host_share(cp)
+        self._pinned_budget = cp.pinned_budget
         cache = ctypes.c_void_p()
         check(lib.tencache_cache_create(tc, ctypes.byref(cache), ctypes.byref(cp)),
               "tencache_cache_create")
@@ -564,6 +581,8 @@ class Runtime:
                 self._release(q.id_grad, s, q.name + " (grad)")
         leaf.state = DONE
         self._active.discard(leaf)
+        if self.host_ops:    # its parameters' AdamW may start
+            self.host_ops.released([q for q in leaf.params if q.has_grad])
 
     def _finish_backward(self, force=False):
         """Release the backward ops that are complete (all of them when force)."""
@@ -582,35 +601,63 @@ class Runtime:
         if not self.in_step:
             return
         self._finish_backward(force=True)
-        lib, H = self.lib, L.ACQ_HOST
-        RW = L.ACQ_READ | L.ACQ_WRITE | H
-        hp = L.AdamHparams(lr=lr, beta1=betas[0], beta2=betas[1], eps=eps,
-                           weight_decay=weight_decay)
-        for q in self.params:
-            if not q.has_grad:
-                continue
-            q.step += 1
-            hp.step = q.step
-            held = [q.id_grad]
-            g = self._acquire(q.id_grad, L.ACQ_READ | H, None, q.name + " (grad)")
-            if q.id_master is not None:
-                held += [q.id_master, q.id_param]
-                master = self._acquire(q.id_master, RW, None, q.name + " (master)")
-                copy = self._acquire(q.id_param, L.ACQ_WRITE | H, None, q.name)
-            else:    # fp32: the copy is the master
-                held.append(q.id_param)
-                master, copy = self._acquire(q.id_param, RW, None, q.name), None
-            held += [q.id_m, q.id_v]
-            m = self._acquire(q.id_m, RW, None, q.name + " (exp_avg)")
-            v = self._acquire(q.id_v, RW, None, q.name + " (exp_avg_sq)")
-            t = L.AdamTensor(master=master, exp_avg=m, exp_avg_sq=v, grad=g, param=copy,
-                             grad_dtype=_DTYPE[q.dtype], param_dtype=_DTYPE[q.dtype],
-                             numel=q.numel)
-            check(lib.tencache_adam_step(self.adam, ctypes.byref(hp), ctypes.byref(t)),
-                  f"AdamW step of '{q.name}'")
-            for tid in held:
-                self._release(tid, None, q.name)
+        if self.host_ops:
+            self.host_ops.finish()
+            used, self._hp_used = self._hp_used, set()
+            now = (lr, tuple(betas), eps, weight_decay)
+            if used - {now} and not self._hp_warned:
+                self._hp_warned = True
+                warnings.warn("tencache: the AdamW hyperparameters changed between backward "
+                              f"and optimizer.step(); some updates used {sorted(used - {now})} "
+                              f"instead of {now}. Change them after step() (as LR schedulers "
+                              "do), or pass offload(overlap=False)", stacklevel=3)
+        else:
+            self._hp = (lr, tuple(betas), eps, weight_decay)
+            for q in self.params:
+                if q.has_grad:
+                    t, hp, held, _ = self._host_op(q)
+                    check(self.lib.tencache_adam_step(self.adam, ctypes.byref(hp),
+                                                      ctypes.byref(t)),
+                          f"AdamW step of '{q.name}'")
+                    self._host_op_done(q, held)
         self._end_step()
+
+    def _host_op(self, q):
+        """Acquire q's gradient, master, moments and compute copy as pinned
+        host memory: (AdamTensor, AdamHparams, the ids held, their bytes)."""
+        H = L.ACQ_HOST
+        RW = L.ACQ_READ | L.ACQ_WRITE | H
+        if self._hp is None:    # overlapped: the group's values when backward runs
+            g = self.optimizer.param_groups
+            if len(g) != 1:
+                raise TencacheError("tencache's AdamW supports one parameter group")
+            g = g[0]
+            hp = (g["lr"], tuple(g["betas"]), g["eps"], g["weight_decay"])
+            self._hp_used.add(hp)
+        lr, betas, eps, wd = self._hp or hp
+        q.step += 1
+        hp = L.AdamHparams(lr=lr, beta1=betas[0], beta2=betas[1], eps=eps, weight_decay=wd,
+                           step=q.step)
+        held = [q.id_grad]
+        g = self._acquire(q.id_grad, L.ACQ_READ | H, None, q.name + " (grad)")
+        if q.id_master is not None:
+            held += [q.id_master, q.id_param]
+            master = self._acquire(q.id_master, RW, None, q.name + " (master)")
+            copy = self._acquire(q.id_param, L.ACQ_WRITE | H, None, q.name)
+        else:    # fp32: the copy is the master
+            held.append(q.id_param)
+            master, copy = self._acquire(q.id_param, RW, None, q.name), None
+        held += [q.id_m, q.id_v]
+        m = self._acquire(q.id_m, RW, None, q.name + " (exp_avg)")
+        v = self._acquire(q.id_v, RW, None, q.name + " (exp_avg_sq)")
+        t = L.AdamTensor(master=master, exp_avg=m, exp_avg_sq=v, grad=g, param=copy,
+                         grad_dtype=_DTYPE[q.dtype], param_dtype=_DTYPE[q.dtype],
+                         numel=q.numel)
+        return t, hp, held, self._tensor_bytes(q)
+
+    def _host_op_done(self, q, held):
+        for tid in held:
+            self._release(tid, None, q.name)
 
     # ---- outside steps -------------------------------------------------------
 
@@ -641,6 +688,9 @@ class Runtime:
 
     def close(self):
         lib = self.lib
+        if self.host_ops:
+            self.host_ops.close()
+            self.host_ops = None
         if self.adam:
             lib.tencache_adam_destroy(self.adam)
             self.adam = None
@@ -687,7 +737,7 @@ class OffloadAdamW(torch.optim.Optimizer):
 def offload(model, gpu_budget="8GiB", nvme_path=None, host_mode=None, *, dtype=None,
             lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, pinned_budget=None,
             nvme_budget=None, policy="ours", warmup_steps=1, timeline=False, threads=0,
-            process_group=None, host_budget=None, bucket_bytes=D.DEFAULT_BUCKET):
+            process_group=None, host_budget=None, bucket_bytes=D.DEFAULT_BUCKET, overlap=True):
     """Offload model's parameters, gradients and AdamW state to tencache.
 
     Returns (model, optimizer): the same model, its parameters now fetched by
@@ -704,12 +754,19 @@ def offload(model, gpu_budget="8GiB", nvme_path=None, host_mode=None, *, dtype=N
     CPUs / ranks on the host, and each rank pins at most host_budget / ranks on
     the host (host_budget: pinned bytes for all ranks of a host; default half
     of MemAvailable). Call torch.cuda.set_device(local_rank) first on a GPU.
+
+    overlap=True runs each parameter's AdamW on a worker thread as soon as its
+    module's backward is done (overlap.py), so the CPU optimizer overlaps the
+    GPU's backward. It reads lr, betas, eps and weight_decay when backward
+    runs: change them after optimizer.step(), as LR schedulers do.
+    overlap=False runs every update inside optimizer.step().
     """
     rt = Runtime(model, gpu_budget, nvme_path, host_mode, dtype, pinned_budget, nvme_budget,
                  policy, warmup_steps, timeline, threads, process_group, host_budget,
-                 bucket_bytes)
+                 bucket_bytes, overlap)
     opt = OffloadAdamW(rt, [q.param for q in rt.params if q.trained], lr, betas, eps,
                        weight_decay)
+    rt.optimizer = opt
     return model, opt
 
 

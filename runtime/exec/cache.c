@@ -783,6 +783,11 @@ int tc_exec_quiesce(struct tencache_cache *c)
 {
 	int ret = 0;
 
+	/* detached host ops write their tensors until they are done */
+	pthread_mutex_lock(&c->dlock);
+	while (c->det_live)
+		pthread_cond_wait(&c->dcond, &c->dlock);
+	pthread_mutex_unlock(&c->dlock);
 	if (c->cstream_used && !c->host_mode)
 		ret = c->dev->ops->stream_sync(c->dev, c->cstream_last);
 	ret = ret ?: c->dev->ops->stream_sync(c->dev, c->h2d);
@@ -852,6 +857,8 @@ int tencache_cache_create(struct tencache *tc, struct tencache_cache **cp,
 	c->nvme_fd = -1;
 	pthread_mutex_init(&c->slock, NULL);
 	pthread_cond_init(&c->scond, NULL);
+	pthread_mutex_init(&c->dlock, NULL);
+	pthread_cond_init(&c->dcond, NULL);
 	*cp = c;
 	return 0;
 }
@@ -925,6 +932,8 @@ int tencache_step_begin(struct tencache_cache *c)
 	c->pos = 0;
 	c->op_open = 0;
 	c->op_first_acc = 0;
+	c->nr_op_ids = 0;
+	c->nr_det = 0;
 	c->step_t0 = tc_now_ns();
 	c->last_stall = 0;
 	c->last_acq = c->last_hits = 0;
@@ -943,7 +952,7 @@ int tencache_step_begin(struct tencache_cache *c)
 	return c->dev->ops->record(c->dev, c->step_ev, c->h2d);
 }
 
-static int op_close(struct tencache_cache *c, void *s, uint64_t compute_ns);
+static int op_close(struct tencache_cache *c, void *s, uint64_t compute_ns, int detach);
 
 /*
  * Profiling measures each GPU op's compute: an event after its last acquire
@@ -1027,8 +1036,18 @@ int tencache_acquire(struct tencache_cache *c, int id, unsigned flags, void *str
 		c->op_open = 1;
 		c->op_first_acc = c->pos;
 		c->op_host = !!(flags & TENCACHE_ACQ_HOST);
+		c->nr_op_ids = 0;
 	} else if (c->op_host != !!(flags & TENCACHE_ACQ_HOST)) {
 		return -EINVAL;	/* one op is all host or all GPU */
+	}
+	if (c->op_host && c->nr_op_ids == c->cap_op_ids) {	/* for a detach */
+		uint32_t ncap = c->cap_op_ids ? 2 * c->cap_op_ids : 16;
+		uint32_t *n = realloc(c->op_ids, ncap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		c->op_ids = n;
+		c->cap_op_ids = ncap;
 	}
 	c->cstream_last = c->host_mode ? NULL : stream;
 	c->cstream_used = 1;
@@ -1125,6 +1144,8 @@ int tencache_acquire(struct tencache_cache *c, int id, unsigned flags, void *str
 	}
 	t->held = 1;
 	t->lru = ++c->tick;
+	if (c->op_host)
+		c->op_ids[c->nr_op_ids++] = id;
 	c->pos++;
 	if (!(flags & TENCACHE_ACQ_HOST) && (flags & TENCACHE_ACQ_READ)) {
 		c->st.acquires++;
@@ -1145,8 +1166,11 @@ int tencache_acquire(struct tencache_cache *c, int id, unsigned flags, void *str
 	return 0;
 }
 
-/* The op's compute is queued: record its end for every access of the op. */
-static int op_close(struct tencache_cache *c, void *s, uint64_t compute_ns)
+/*
+ * The op's compute is queued: record its end for every access of the op. A
+ * detached host op's end is armed here and signalled by tencache_op_done.
+ */
+static int op_close(struct tencache_cache *c, void *s, uint64_t compute_ns, int detach)
 {
 	uint32_t end = c->pos - 1;
 	int ret = 0;
@@ -1168,8 +1192,12 @@ static int op_close(struct tencache_cache *c, void *s, uint64_t compute_ns)
 			tc_exec_timeline_add(c, TC_TL_HOSTOP, end, t0, tc_now_ns());
 		}
 		for (uint32_t i = c->op_first_acc; i <= end; i++)
-			if (i < c->nacc_ev)
-				xev_signal_now(c, &c->accev[i]);
+			if (i < c->nacc_ev) {
+				if (detach)
+					tc_hev_arm(c->dev, &c->accev[i].h);
+				else
+					xev_signal_now(c, &c->accev[i]);
+			}
 	} else {
 		ret = tc_exec_timeline_mark(c, s, TC_TL_COMPUTE, end, 0);
 		ret = ret ?: c->dev->ops->spin(c->dev, s, compute_ns);
@@ -1211,10 +1239,13 @@ int tencache_release(struct tencache_cache *c, int id, void *stream, uint64_t co
 		return -EINVAL;
 	if (!c->t[id].held)
 		return -ENOENT;
+	if (c->t[id].det && !__atomic_load_n(&c->det[c->t[id].det - 1].done, __ATOMIC_ACQUIRE))
+		return -EBUSY;	/* its detached op is still running */
+	c->t[id].det = 0;
 	s = c->host_mode ? NULL : stream;
 	t1 = tc_now_ns();
 	if (c->op_open == 1) {	/* the first release ends the op's acquires */
-		ret = op_close(c, s, compute_ns);
+		ret = op_close(c, s, compute_ns, 0);
 		c->op_open = 2;
 	} else if (compute_ns) {
 		ret = c->dev->ops->spin(c->dev, s, compute_ns);
@@ -1225,6 +1256,67 @@ int tencache_release(struct tencache_cache *c, int id, void *stream, uint64_t co
 	c->st.decision_ns += tc_now_ns() - t0;
 	c->st.decisions++;
 	return ret;
+}
+
+int tencache_op_detach(struct tencache_cache *c, uint64_t *token)
+{
+	struct tc_detached *d;
+	int ret;
+
+	if (!c || !token || !c->in_step || c->op_open != 1 || !c->op_host)
+		return -EINVAL;
+	if (c->nr_det == c->cap_det) {
+		uint32_t ncap = c->cap_det ? 2 * c->cap_det : 64;
+
+		pthread_mutex_lock(&c->dlock);	/* tencache_op_done reads det */
+		d = realloc(c->det, ncap * sizeof(*d));
+		if (d) {
+			c->det = d;
+			c->cap_det = ncap;
+		}
+		pthread_mutex_unlock(&c->dlock);
+		if (!d)
+			return -ENOMEM;
+	}
+	ret = op_close(c, NULL, 0, 1);
+	if (ret)
+		return ret;
+	c->op_open = 2;
+	pthread_mutex_lock(&c->dlock);
+	d = &c->det[c->nr_det++];
+	d->first = c->op_first_acc;
+	d->end = c->pos - 1;
+	d->done = 0;
+	d->t0 = d->t1 = tc_now_ns();
+	c->det_live++;
+	pthread_mutex_unlock(&c->dlock);
+	for (uint32_t k = 0; k < c->nr_op_ids; k++)
+		c->t[c->op_ids[k]].det = c->nr_det;
+	*token = c->nr_det;
+	return 0;
+}
+
+int tencache_op_done(struct tencache_cache *c, uint64_t token)
+{
+	struct tc_detached *d;
+
+	if (!c)
+		return -EINVAL;
+	pthread_mutex_lock(&c->dlock);
+	if (!token || token > c->nr_det || c->det[token - 1].done) {
+		pthread_mutex_unlock(&c->dlock);
+		return -EINVAL;
+	}
+	d = &c->det[token - 1];
+	for (uint32_t i = d->first; i <= d->end; i++)
+		if (i < c->nacc_ev)
+			tc_hev_signal(c->dev, &c->accev[i].h, tc_hev_latest(c->dev, &c->accev[i].h));
+	d->t1 = tc_now_ns();
+	__atomic_store_n(&d->done, 1, __ATOMIC_RELEASE);
+	c->det_live--;
+	pthread_cond_broadcast(&c->dcond);
+	pthread_mutex_unlock(&c->dlock);
+	return 0;
 }
 
 int tencache_step_end(struct tencache_cache *c)
@@ -1244,6 +1336,8 @@ int tencache_step_end(struct tencache_cache *c)
 	ret = tc_exec_step_sync(c);
 	if (ret)
 		return ret;
+	for (uint32_t k = 0; k < c->nr_det; k++)
+		tc_exec_timeline_add(c, TC_TL_HOSTOP, c->det[k].end, c->det[k].t0, c->det[k].t1);
 	c->in_step = 0;
 	c->st.steps++;
 	c->st.last_step_ns = tc_now_ns() - c->step_t0;

@@ -46,6 +46,7 @@ struct tc_tstate {
 	uint8_t valid;		/* TC_V_* */
 	uint8_t held;		/* acquired in the open op */
 	uint8_t pinned_home;	/* keeps its pinned space for good */
+	uint32_t det;		/* held by detached host op det - 1; 0: none */
 	int64_t goff, poff, noff;	/* space in each tier, -1: none */
 	uint64_t lru;
 	struct tc_xev ready;	/* on demand: its copy / last use on the GPU */
@@ -133,6 +134,21 @@ struct tencache_cache {
 	int op_open;			/* 0 none, 1 acquiring, 2 released */
 	int op_host;
 	uint32_t op_first_acc;
+	uint32_t *op_ids, nr_op_ids, cap_op_ids;	/* the open op's tensors */
+
+	/*
+	 * Host ops detached by tencache_op_detach: their accesses' host events
+	 * are signalled by tencache_op_done, from any thread (dlock). A record
+	 * lives until the step ends.
+	 */
+	pthread_mutex_t dlock;
+	pthread_cond_t dcond;
+	struct tc_detached {
+		uint32_t first, end;	/* the op's accesses */
+		int done;		/* atomic */
+		uint64_t t0, t1;	/* detached, done (timeline) */
+	} *det;
+	uint32_t nr_det, cap_det, det_live;
 	uint64_t step_t0, last_stall, last_acq, last_hits;
 
 	/* timeline of the last step */

@@ -728,6 +728,8 @@ void tencache_cache_destroy(struct tencache_cache *c)
 		c->dev->ops->close(c->dev);
 	free(c->frees);
 	free(c->gfreed);
+	free(c->op_ids);
+	free(c->det);
 	free(c->t);
 	free(c);
 }

@@ -28,6 +28,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import warnings
 
 try:
     import torch
@@ -322,6 +323,22 @@ def expect_error(name, fn, *words):
     tap(False, f"error: {name}", "no error raised")
 
 
+def hparams_changed(model0):
+    """With overlap the AdamW step reads lr at backward: a change made between
+    backward and step() is reported, not silently half-applied."""
+    model, opt = tencache.offload(copy.deepcopy(model0), host_mode=True, **HP)
+    batch = batches(97, 1)[0]
+    loss_of(model, batch).backward()
+    opt.param_groups[0]["lr"] *= 0.5
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        opt.step()
+    opt.tencache.close()
+    msg = " ".join(str(x.message) for x in w)
+    tap("changed between backward" in msg and "overlap=False" in msg,
+        "overlap: an lr changed between backward and step() is warned about", msg or "no warning")
+
+
 def errors():
     tied = Tiny()
     tied.head.weight = tied.tok.weight
@@ -383,6 +400,9 @@ def main():
     compare_stock("fp32", model0, torch.float32, data, tl, tm)
     data, tl, tm = compare("bf16 compute, fp32 master", model0, torch.bfloat16)
     compare_stock("bf16 compute, fp32 master", model0, torch.bfloat16, data, tl, tm)
+    compare("bf16 compute, AdamW inside step() (overlap=False)", model0, torch.bfloat16,
+            overlap=False)
+    hparams_changed(model0)
     try:
         torch.ones(2, 2, dtype=torch.float16) @ torch.ones(2, 2, dtype=torch.float16)
         compare("fp16 compute, fp32 master", model0, torch.float16)

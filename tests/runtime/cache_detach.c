@@ -1,0 +1,261 @@
+/* cache_detach.c - detached host ops (tencache_op_detach / tencache_op_done)
+ * in host mode, with and without the NVMe tier: a host op rewrites its
+ * tensor on another thread, slowly, while the step goes on; the tensor is
+ * released after the op is done and read by a later GPU op. Every value is
+ * checked, so a copy that did not wait for the op (a planned prefetch or
+ * stage-out issued before tencache_op_done) reads a stale value and fails.
+ * Also the error paths: no host op open, a GPU op, bad tokens, done twice,
+ * release before done, step end with a detached op held. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tencache.h"
+#include "test.h"
+
+#define NP	8		/* GPU tensors p_k */
+#define NT	(2 * NP)	/* and host-op tensors h_k = NP + k */
+#define KiB	1024ULL
+
+static uint64_t bytes[NT];
+static uint32_t version[NT];
+
+static uint32_t val(int id, uint64_t i)
+{
+	return ((uint32_t)id * 100000u + version[id]) ^ (uint32_t)(i * 2654435761u);
+}
+
+static void fill(uint32_t *p, int id)
+{
+	for (uint64_t i = 0; i < bytes[id] / 4; i++)
+		p[i] = val(id, i);
+}
+
+static int check(const uint32_t *p, int id)
+{
+	for (uint64_t i = 0; i < bytes[id] / 4; i++)
+		if (p[i] != val(id, i))
+			return 0;
+	return 1;
+}
+
+struct job {
+	struct tencache_cache *c;
+	uint64_t token;
+	uint32_t *ptr;
+	int id, stale, done_ret, running;
+	pthread_t th;
+};
+
+/* The host op, on its own thread: late on purpose, then rewrite and done. */
+static void *host_op(void *arg)
+{
+	struct job *j = arg;
+	struct timespec ts = { 0, 3 * 1000 * 1000 };
+
+	nanosleep(&ts, NULL);
+	j->stale = !check(j->ptr, j->id);
+	version[j->id]++;
+	fill(j->ptr, j->id);
+	j->done_ret = tencache_op_done(j->c, j->token);
+	return NULL;
+}
+
+static int gpu_op(struct tencache_cache *c, int id, int write)
+{
+	void *p;
+	int ret = tencache_acquire(c, id, TENCACHE_ACQ_READ |
+				   (write ? TENCACHE_ACQ_WRITE : 0), NULL, &p);
+
+	if (ret)
+		return ret;
+	if (!check(p, id)) {
+		fprintf(stderr, "GPU op on tensor %d: stale value\n", id);
+		return -EIO;
+	}
+	if (write) {
+		version[id]++;
+		fill(p, id);
+	}
+	return tencache_release(c, id, NULL, 20000);
+}
+
+/* Wait for job k's op, release its tensor, read it on the "GPU". */
+static int retire(struct tencache_cache *c, struct job *j)
+{
+	int ret;
+
+	pthread_join(j->th, NULL);
+	j->running = 0;
+	if (j->stale || j->done_ret) {
+		fprintf(stderr, "host op on %d: stale %d, done %d\n", j->id, j->stale, j->done_ret);
+		return -EIO;
+	}
+	ret = tencache_release(c, j->id, NULL, 0);
+	return ret ?: gpu_op(c, j->id, 0);
+}
+
+/*
+ * A step: GPU op on p_k (read-write), host op on h_k detached, GPU op on
+ * p_k+1; two ops later h_k is released and read by a GPU op.
+ */
+static int step(struct tencache_cache *c)
+{
+	struct job jobs[NP] = { 0 };
+	int ret = tencache_step_begin(c);
+
+	for (int k = 0; k < NP && !ret; k++) {
+		struct job *j = &jobs[k];
+		void *h;
+
+		ret = gpu_op(c, k, 1);
+		j->c = c;
+		j->id = NP + k;
+		ret = ret ?: tencache_acquire(c, j->id, TENCACHE_ACQ_READ | TENCACHE_ACQ_WRITE |
+					      TENCACHE_ACQ_HOST, NULL, &h);
+		ret = ret ?: tencache_op_detach(c, &j->token);
+		if (ret)
+			break;
+		j->ptr = h;
+		j->running = !pthread_create(&j->th, NULL, host_op, j);
+		if (!j->running) {
+			tencache_op_done(c, j->token);
+			ret = -EAGAIN;
+			break;
+		}
+		ret = gpu_op(c, (k + 1) % NP, 0);
+		if (k >= 2)
+			ret = ret ?: retire(c, &jobs[k - 2]);
+	}
+	for (int k = NP - 2; k < NP && !ret; k++)
+		ret = retire(c, &jobs[k]);
+	for (int k = 0; k < NP; k++)	/* after a failure */
+		if (jobs[k].running)
+			pthread_join(jobs[k].th, NULL);
+	return ret ?: tencache_step_end(c);
+}
+
+static int run(struct tencache *tc, int nvme, const char *dir)
+{
+	struct tencache_cache_params p = { .flags = TENCACHE_CACHE_HOST_MODE };
+	struct tencache_cache_stats st;
+	struct tencache_cache *c;
+	uint64_t total = 0;
+	char path[512];
+	int ret = 0;
+
+	for (int i = 0; i < NT; i++)
+		total += bytes[i];
+	p.gpu_budget = total / 3;
+	if (nvme) {
+		snprintf(path, sizeof(path), "%s/tencache-detach-test.swap", dir);
+		p.pinned_budget = total / 2;
+		p.nvme_budget = total * 2;
+		p.nvme_path = path;
+	}
+	T_EQ(tencache_cache_create(tc, &c, &p), 0);
+	for (int i = 0; i < NT; i++)
+		T_EQ(tencache_tensor_register(c, bytes[i], TENCACHE_ROLE_OPT_STATE), i);
+	for (int i = 0; i < NT && !ret; i++) {
+		void *h;
+
+		version[i] = 0;
+		ret = tencache_tensor_host(c, i, &h);
+		if (!ret)
+			fill(h, i);
+	}
+	for (int s = 0; s < 6 && !ret; s++) {
+		ret = step(c);
+		if (ret)
+			fprintf(stderr, "nvme %d: step %d failed: %d\n", nvme, s, ret);
+	}
+	T_EQ(ret, 0);
+	T_EQ(tencache_cache_stats(c, &st), 0);
+	T_CHECK(st.planned_steps >= 4, "nvme %d: %llu of 6 steps planned", nvme,
+		(unsigned long long)st.planned_steps);
+	T_EQ(st.reprofiles, 0);
+	/* the newest values, also after a flush to the homes */
+	T_EQ(tencache_cache_flush(c), 0);
+	for (int i = 0; i < NT; i++) {
+		void *h;
+
+		T_EQ(tencache_tensor_host(c, i, &h), 0);
+		T_CHECK(check(h, i), "nvme %d: tensor %d stale after flush", nvme, i);
+	}
+	printf("nvme %d: %llu/6 steps planned, H2D %llu KiB, NVMe write %llu KiB\n", nvme,
+	       (unsigned long long)st.planned_steps,
+	       (unsigned long long)(st.link_bytes[0] / KiB),
+	       (unsigned long long)(st.link_bytes[3] / KiB));
+	tencache_cache_destroy(c);
+	return 0;
+}
+
+static void bad_input(struct tencache *tc)
+{
+	struct tencache_cache_params p = { .flags = TENCACHE_CACHE_HOST_MODE,
+					   .gpu_budget = 1 << 20 };
+	struct tencache_cache *c;
+	uint64_t tok, tok2;
+	void *h;
+
+	T_EQ(tencache_op_detach(NULL, &tok), -EINVAL);
+	T_EQ(tencache_op_done(NULL, 1), -EINVAL);
+	T_EQ(tencache_cache_create(tc, &c, &p), 0);
+	T_EQ(tencache_tensor_register(c, 4096, TENCACHE_ROLE_OPT_STATE), 0);
+	T_EQ(tencache_tensor_register(c, 4096, TENCACHE_ROLE_OPT_STATE), 1);
+	T_EQ(tencache_op_detach(c, &tok), -EINVAL);		/* outside a step */
+	T_EQ(tencache_step_begin(c), 0);
+	T_EQ(tencache_op_detach(c, &tok), -EINVAL);		/* no op open */
+	T_EQ(tencache_acquire(c, 0, TENCACHE_ACQ_READ, NULL, &h), 0);
+	T_EQ(tencache_op_detach(c, &tok), -EINVAL);		/* a GPU op */
+	T_EQ(tencache_release(c, 0, NULL, 0), 0);
+	T_EQ(tencache_acquire(c, 1, TENCACHE_ACQ_READ | TENCACHE_ACQ_HOST, NULL, &h), 0);
+	T_EQ(tencache_op_detach(c, NULL), -EINVAL);
+	T_EQ(tencache_op_detach(c, &tok), 0);
+	T_EQ(tencache_op_detach(c, &tok2), -EINVAL);		/* detached already */
+	T_EQ(tencache_release(c, 1, NULL, 0), -EBUSY);		/* not done */
+	T_EQ(tencache_step_end(c), -EBUSY);
+	T_EQ(tencache_op_done(c, 0), -EINVAL);
+	T_EQ(tencache_op_done(c, tok + 1), -EINVAL);
+	T_EQ(tencache_op_done(c, tok), 0);
+	T_EQ(tencache_op_done(c, tok), -EINVAL);		/* done twice */
+	T_EQ(tencache_release(c, 1, NULL, 0), 0);
+	T_EQ(tencache_step_end(c), 0);
+	T_EQ(tencache_op_done(c, tok), -EINVAL);		/* a past step's */
+	tencache_cache_destroy(c);
+}
+
+int main(void)
+{
+	struct tencache_params tp = { .flags = TENCACHE_F_NO_CUDA, .log_level = TENCACHE_LOG_WARN,
+				      .pool_backend = TENCACHE_POOL_THP };
+	const char *dir = getenv("TEST_DIR") ? getenv("TEST_DIR") : "/var/tmp";
+	struct tencache *tc;
+	char probe[512];
+	int fd;
+
+	for (int i = 0; i < NT; i++)
+		bytes[i] = (4 + (i * 5) % 11) * 4 * KiB;
+	T_EQ(tencache_init(&tc, &tp), 0);
+	if (t_failures)
+		return T_EXIT_FAIL;
+	bad_input(tc);
+	T_EQ(run(tc, 0, dir), 0);
+	snprintf(probe, sizeof(probe), "%s/tencache-odirect-probe-detach", dir);
+	fd = open(probe, O_RDWR | O_CREAT | O_DIRECT, 0600);
+	if (fd >= 0) {
+		close(fd);
+		unlink(probe);
+		T_EQ(run(tc, 1, dir), 0);
+	} else {
+		printf("NVMe tier not tested: %s refuses O_DIRECT\n", dir);
+	}
+	tencache_exit(tc);
+	return t_exit();
+}
