@@ -91,9 +91,11 @@ MODELS = {
                                  num_key_value_heads=32, num_hidden_layers=32,
                                  intermediate_size=11008, max_position_embeddings=4096)),
 }
-METHODS = ("ideal", "naive", "deepspeed", "deepspeed2", "deepspeed3", "tencache")
+METHODS = ("ideal", "naive", "deepspeed", "deepspeed2", "deepspeed3", "tencache",
+           "tencache-serial")    # tencache-serial: offload(overlap=False), AdamW after backward
 # per-method timeouts (s), at most what is left of --deadline
-TIMEOUTS = {"ideal": 90, "naive": 150, "deepspeed2": 150, "deepspeed3": 180, "tencache": 150}
+TIMEOUTS = {"ideal": 90, "naive": 150, "deepspeed2": 150, "deepspeed3": 180, "tencache": 150,
+            "tencache-serial": 150}
 
 
 def log(*a):
@@ -268,7 +270,7 @@ class DeepSpeed:
 class Tencache:
     desc = "tencache.offload: bf16 compute, params/grads via the GPU arena, fp32 masters + C AdamW on the CPU"
 
-    def __init__(self, model, cfg, dev):
+    def __init__(self, model, cfg, dev, overlap=True):
         sys.path.insert(0, os.path.join(TOP, "python"))
         import torch
         import tencache
@@ -277,9 +279,11 @@ class Tencache:
             self.budget = int(0.6 * 2 * sum(p.numel() for p in model.parameters()))
         self.model, self.opt = tencache.offload(
             model, gpu_budget=self.budget, host_mode=dev.type != "cuda", dtype=torch.bfloat16,
-            timeline=cfg["timeline"], policy=cfg["policy"], **cfg["hp"])
+            timeline=cfg["timeline"] and overlap, policy=cfg["policy"], overlap=overlap,
+            **cfg["hp"])
         self.rt = self.opt.tencache
-        self.desc += f" (policy {cfg['policy']}, gpu_budget {fmt_b(self.budget)})"
+        self.desc += f" (policy {cfg['policy']}, gpu_budget {fmt_b(self.budget)}, AdamW " \
+            f"{'overlapped with backward' if overlap else 'after backward (overlap=False)'})"
         self.stats = [self.rt.stats()]
 
     def forward(self, x):
@@ -397,7 +401,7 @@ def worker(cfg, method, result_path):
             f"{res['link']['d2h'] / 1e9:.1f}, both at once {res['link']['bidir'] / 1e9:.1f} GB/s")
     cap = cfg.get("cap")
     if dev.type == "cuda" and method != "ideal" and cap:
-        torch_cap = cap - (cfg["gpu_budget"] if method == "tencache" else 0)
+        torch_cap = cap - (cfg["gpu_budget"] if method.startswith("tencache") else 0)
         if torch_cap <= 0 or cap > res["gpu_total"]:
             raise SystemExit(f"cap {fmt_b(cap)} and gpu_budget {fmt_b(cfg['gpu_budget'])} "
                              f"leave torch {fmt_b(torch_cap)} of {fmt_b(res['gpu_total'])}")
@@ -414,8 +418,8 @@ def worker(cfg, method, result_path):
     elif method.startswith("deepspeed"):
         m = DeepSpeed(model, cfg, dev, int(method[-1]))
         res["ds_config"] = m.conf
-    elif method == "tencache":
-        m = Tencache(model, cfg, dev)
+    elif method.startswith("tencache"):
+        m = Tencache(model, cfg, dev, overlap=method == "tencache")
         res["gpu_budget"] = m.budget
     else:
         raise SystemExit(f"unknown method {method}")
@@ -467,10 +471,10 @@ def worker(cfg, method, result_path):
         host_rss_peak=vm_status("VmHWM"))
     res["tokens_per_s"] = cfg["batch"] * cfg["seq"] / (res["step_ms"] / 1e3)
     res["gpu_total_peak"] = None if dev.type != "cuda" else \
-        res["gpu_reserved_peak"] + (m.budget if method == "tencache" else 0)
-    if method == "tencache":
+        res["gpu_reserved_peak"] + (m.budget if method.startswith("tencache") else 0)
+    if method.startswith("tencache"):
         res["tencache"] = tencache_summary(m, cfg)
-        if cfg["timeline"]:
+        if cfg["timeline"] and method == "tencache":
             path = os.path.join(cfg["out"], "tencache-timeline.json")
             try:
                 m.rt.timeline(path)
@@ -742,6 +746,9 @@ def summarize(args, results, setup, ds_info):
             ratios[f"tencache/{name}"] = tc["tokens_per_s"] / r["tokens_per_s"] if r else None
         if best_ds:
             ratios["deepspeed_best"] = best_ds["method"]
+        serial = results.get("tencache-serial")
+        if serial and serial.get("ok"):
+            ratios["tencache/tencache-serial"] = tc["tokens_per_s"] / serial["tokens_per_s"]
     bound = None
     if tc and tc.get("link") and tc.get("tencache"):
         t = tc["tencache"]
