@@ -493,6 +493,21 @@ struct tencache_cache_stats {
 					 * (a planner bug: ran on demand instead) */
 	uint32_t table_loads;		/* learnt steps loaded from table_path */
 	uint32_t table_saves;		/* learnt steps saved there */
+	/*
+	 * The same on the compute's clock. acquires and hits are judged when
+	 * acquire runs, on the CPU, which on a GPU runs ahead of the stream:
+	 * a copy found in flight may well end before the stream needs it.
+	 * gpu_hits: GPU reads whose value was resident (hits' first half)
+	 * and whose copies ended before the acquiring stream reached the
+	 * acquire (>= hits); gpu_stall_ns: the time the compute waited for
+	 * copies, per acquire the latest copy's end less the stream's arrival
+	 * (0 if before); host acquires and host mode count their host waits,
+	 * so in host mode these equal hits and stall_ns. Read by timing
+	 * events when the step ends (tencache_step_end): the last_* are the
+	 * last step's.
+	 */
+	uint64_t gpu_hits, gpu_stall_ns;
+	uint64_t last_gpu_hits, last_gpu_stall_ns;
 };
 
 TENCACHE_API int tencache_cache_create(struct tencache *tc, struct tencache_cache **cp,

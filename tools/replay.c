@@ -74,8 +74,12 @@ struct result {
 	int err;			/* -errno of a failure, 0 */
 	unsigned steps;			/* measured steps (--steps, fewer at --time-limit) */
 	uint64_t step_ns[MAX_STEPS];	/* measured steps, wall */
+	/* measured steps: hits and stall on the CPU's and the compute's clock */
+	uint64_t step_hits[MAX_STEPS], step_gpu_hits[MAX_STEPS];
+	uint64_t step_stall_ns[MAX_STEPS], step_gpu_stall_ns[MAX_STEPS];
 	uint64_t step_mean_ns, step_min_ns;
 	uint64_t acquires, hits, stall_ns, late;	/* per measured step */
+	uint64_t gpu_hits, gpu_stall_ns;		/* the same on the compute's clock */
 	uint64_t link_bytes[TC_LINK_NR];		/* per measured step */
 	uint64_t planned_steps, reprofiles, gpu_peak;
 	double decision_ns;		/* per acquire/release decision */
@@ -611,16 +615,23 @@ static int run_policy(struct tencache *tc, const struct opts *o, const struct tc
 			fail("tencache_cache_stats", ret);
 			goto out;
 		}
-		fprintf(stderr, "  %-9s step %u/%u %-8s %9.1f ms  hits %6.2f%%  stall %8.1f ms\n",
+		fprintf(stderr, "  %-9s step %u/%u %-8s %9.1f ms  hits %6.2f%%  stall %8.1f ms"
+			"  GPU-timeline hits %6.2f%%  stall %8.1f ms\n",
 			name, k + 1, total,
 			!measured ? "warm-up" : st.planned_steps > planned ? "" : "UNPLANNED",
 			dt / 1e6,
 			st.last_acquires ? 100.0 * st.last_hits / st.last_acquires : 100.0,
-			st.last_stall_ns / 1e6);
+			st.last_stall_ns / 1e6,
+			st.last_acquires ? 100.0 * st.last_gpu_hits / st.last_acquires : 100.0,
+			st.last_gpu_stall_ns / 1e6);
 		planned = st.planned_steps;
 		if (measured) {
 			n++;
 			r->step_ns[k - o->warmup] = dt;
+			r->step_hits[k - o->warmup] = st.last_hits;
+			r->step_gpu_hits[k - o->warmup] = st.last_gpu_hits;
+			r->step_stall_ns[k - o->warmup] = st.last_stall_ns;
+			r->step_gpu_stall_ns[k - o->warmup] = st.last_gpu_stall_ns;
 			sum += dt;
 			if (!r->step_min_ns || dt < r->step_min_ns)
 				r->step_min_ns = dt;
@@ -636,6 +647,8 @@ static int run_policy(struct tencache *tc, const struct opts *o, const struct tc
 	r->acquires = (s1.acquires - s0.acquires) / n;
 	r->hits = (s1.hits - s0.hits) / n;
 	r->stall_ns = (s1.stall_ns - s0.stall_ns) / n;
+	r->gpu_hits = (s1.gpu_hits - s0.gpu_hits) / n;
+	r->gpu_stall_ns = (s1.gpu_stall_ns - s0.gpu_stall_ns) / n;
 	r->late = (s1.late_prefetches - s0.late_prefetches) / n;
 	for (int l = 0; l < TC_LINK_NR; l++)
 		r->link_bytes[l] = (s1.link_bytes[l] - s0.link_bytes[l]) / n;
@@ -673,12 +686,12 @@ static void fmt_bytes(char *buf, size_t n, uint64_t b)
 
 static void print_table(const struct opts *o, const struct result *res)
 {
-	printf("\n%-9s %9s %9s %9s %6s %7s %7s %9s %5s", "policy", "step ms", "model ms",
-	       "bound ms", "ratio", "hit %", "plan %", "stall ms", "late");
+	printf("\n%-9s %9s %9s %9s %6s %7s %7s %7s %9s %9s %5s", "policy", "step ms", "model ms",
+	       "bound ms", "ratio", "hit %", "gpu %", "plan %", "stall ms", "gpu stl", "late");
 	for (int l = 0; l < TC_LINK_NR; l++)
 		printf(" %9s", link_names[l]);
-	printf("\n%-9s %9s %9s %9s %6s %7s %7s %9s %5s", "", "(mean)", "(sim)", "", "step/b",
-	       "", "", "/step", "/step");
+	printf("\n%-9s %9s %9s %9s %6s %7s %7s %7s %9s %9s %5s", "", "(mean)", "(sim)", "", "step/b",
+	       "", "", "", "/step", "ms/step", "/step");
 	for (int l = 0; l < TC_LINK_NR; l++)
 		printf(" %9s", "MB/step");
 	printf("\n");
@@ -698,13 +711,16 @@ static void print_table(const struct opts *o, const struct result *res)
 			printf(" %9s", "-");
 		printf(" %9.1f", r->bound_ns / 1e6);
 		if (r->ran) {
-			printf(" %6.2f %7.2f", r->bound_ns ? (double)r->step_mean_ns / r->bound_ns : 0,
-			       r->acquires ? 100.0 * r->hits / r->acquires : 100.0);
+			printf(" %6.2f %7.2f %7.2f",
+			       r->bound_ns ? (double)r->step_mean_ns / r->bound_ns : 0,
+			       r->acquires ? 100.0 * r->hits / r->acquires : 100.0,
+			       r->acquires ? 100.0 * r->gpu_hits / r->acquires : 100.0);
 			if (!r->plan_err)
 				printf(" %7.2f", 100 * r->plan_hit);
 			else
 				printf(" %7s", "-");
-			printf(" %9.2f %5llu", r->stall_ns / 1e6, (unsigned long long)r->late);
+			printf(" %9.2f %9.2f %5llu", r->stall_ns / 1e6, r->gpu_stall_ns / 1e6,
+			       (unsigned long long)r->late);
 			for (int l = 0; l < TC_LINK_NR; l++)
 				printf(" %9.1f", r->link_bytes[l] / MB);
 		} else {
@@ -715,7 +731,11 @@ static void print_table(const struct opts *o, const struct result *res)
 	printf("\nstep: wall time per measured step (mean of %u, fewer at --time-limit); model:\n"
 	       "the planner's timing model (tc_sim_run) for the same budget and links; bound:\n"
 	       "max(compute, busiest link's measured bytes / bandwidth); hit: GPU acquires found\n"
-	       "resident; plan: the planned hit rate of the policy (reads needing data).\n", o->steps);
+	       "resident and their copies done when acquire ran (the CPU's clock); gpu: the same\n"
+	       "on the compute stream's clock (copies done when the stream got there); plan: the\n"
+	       "planned hit rate of the policy (reads needing data); stall: host time acquire\n"
+	       "waited (host mode, host ops); gpu stl: time the compute waited for copies on its\n"
+	       "own clock (host mode: the same as stall).\n", o->steps);
 }
 
 static cJSON *u64_array(const uint64_t *v, unsigned n)
@@ -815,6 +835,16 @@ static cJSON *result_json(int argc, char **argv, const struct opts *o,
 			cJSON_AddNumberToObject(p, "hit_rate",
 						r->acquires ? (double)r->hits / r->acquires : 1);
 			cJSON_AddNumberToObject(p, "stall_ns", (double)r->stall_ns);
+			/* on the compute's clock (host mode: = hits, stall_ns) */
+			cJSON_AddNumberToObject(p, "gpu_hits", (double)r->gpu_hits);
+			cJSON_AddNumberToObject(p, "gpu_hit_rate",
+						r->acquires ? (double)r->gpu_hits / r->acquires : 1);
+			cJSON_AddNumberToObject(p, "gpu_stall_ns", (double)r->gpu_stall_ns);
+			cJSON_AddItemToObject(p, "step_hits", u64_array(r->step_hits, r->steps));
+			cJSON_AddItemToObject(p, "step_gpu_hits", u64_array(r->step_gpu_hits, r->steps));
+			cJSON_AddItemToObject(p, "step_stall_ns", u64_array(r->step_stall_ns, r->steps));
+			cJSON_AddItemToObject(p, "step_gpu_stall_ns",
+					      u64_array(r->step_gpu_stall_ns, r->steps));
 			cJSON_AddNumberToObject(p, "late_prefetches", (double)r->late);
 			cJSON_AddItemToObject(p, "link_bytes", u64_array(r->link_bytes, TC_LINK_NR));
 			cJSON_AddNumberToObject(p, "planned_steps", (double)r->planned_steps);

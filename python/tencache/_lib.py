@@ -37,7 +37,10 @@ class CacheStats(ctypes.Structure):
                 ("last_hits", c_u64), ("link_bytes", c_u64 * 4), ("late_prefetches", c_u64),
                 ("gpu_bytes_peak", c_u64), ("decision_ns", c_u64), ("decisions", c_u64),
                 ("link_bw", ctypes.c_double * 4), ("plan_rejects", c_u64),
-                ("table_loads", c_u32), ("table_saves", c_u32)]
+                ("table_loads", c_u32), ("table_saves", c_u32),
+                # on the compute's clock (GPU stream; host mode: = hits, stall_ns)
+                ("gpu_hits", c_u64), ("gpu_stall_ns", c_u64),
+                ("last_gpu_hits", c_u64), ("last_gpu_stall_ns", c_u64)]
 
 
 class AdamParams(ctypes.Structure):

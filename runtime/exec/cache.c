@@ -187,12 +187,48 @@ static int pfree(struct tencache_cache *c, int64_t off)
 /* Host waits for the latest instance of e. */
 static int xev_sync(struct tencache_cache *c, struct tc_xev *e)
 {
-	if (ev_is_dev(e))
-		return c->dev->ops->sync(c->dev, e->dev);
+	int ret;
+
+	if (ev_is_dev(e)) {
+		if (e->done_gen == e->gen)
+			return 0;
+		ret = c->dev->ops->sync(c->dev, e->dev);
+		if (!ret)
+			e->done_gen = e->gen;
+		return ret;
+	}
 	if (e->pending)
 		return tc_exec_complete_deferred(c, e);
 	tc_hev_wait(c->dev, &e->h, tc_hev_latest(c->dev, &e->h));
 	return 0;
+}
+
+/*
+ * Whether stream s must wait for device event e's latest instance: not when
+ * it is known done, was recorded on s (in order), or s waited for it already.
+ */
+static int xev_dev_needs_wait(const struct tc_xev *e, void *s)
+{
+	if (e->done_gen == e->gen || e->rec_s == s)
+		return 0;
+	return !((e->wait_s[0] == s && e->wait_gen[0] == e->gen) ||
+		 (e->wait_s[1] == s && e->wait_gen[1] == e->gen));
+}
+
+static int xev_dev_wait(struct tencache_cache *c, void *s, struct tc_xev *e)
+{
+	int ret;
+
+	if (!xev_dev_needs_wait(e, s))
+		return 0;
+	ret = c->dev->ops->stream_wait(c->dev, s, e->dev);
+	if (!ret) {
+		e->wait_s[1] = e->wait_s[0];
+		e->wait_gen[1] = e->wait_gen[0];
+		e->wait_s[0] = s;
+		e->wait_gen[0] = e->gen;
+	}
+	return ret;
 }
 
 /* Stream s waits for the latest instance of e. */
@@ -201,7 +237,7 @@ static int xev_stream_wait(struct tencache_cache *c, void *s, struct tc_xev *e)
 	int ret;
 
 	if (ev_is_dev(e))
-		return c->dev->ops->stream_wait(c->dev, s, e->dev);
+		return xev_dev_wait(c, s, e);
 	if (e->pending) {
 		ret = tc_exec_complete_deferred(c, e);
 		if (ret)
@@ -213,11 +249,36 @@ static int xev_stream_wait(struct tencache_cache *c, void *s, struct tc_xev *e)
 
 static int xev_done(struct tencache_cache *c, struct tc_xev *e)
 {
-	if (ev_is_dev(e))
-		return c->dev->ops->query(c->dev, e->dev);
+	int ret;
+
+	if (ev_is_dev(e)) {
+		if (e->done_gen == e->gen)
+			return 1;
+		ret = c->dev->ops->query(c->dev, e->dev);
+		if (ret == 1)
+			e->done_gen = e->gen;
+		return ret;
+	}
 	if (e->pending)
 		return 0;
 	return tc_hev_done(c->dev, &e->h);
+}
+
+/* Record a device event on s: a new instance (of the pair's other half). */
+static int xev_record(struct tencache_cache *c, struct tc_xev *e, void *s)
+{
+	int ret;
+
+	if (e->alt) {
+		void *x = e->dev;
+
+		e->dev = e->alt;
+		e->alt = x;
+	}
+	ret = c->dev->ops->record(c->dev, e->dev, s);
+	e->gen++;
+	e->rec_s = ret ? (void *)e : s;	/* failed: no stream is in order with it */
+	return ret;
 }
 
 /* Signal a host event now (an op with nothing to wait for). */
@@ -438,10 +499,13 @@ static int stage_push(struct tencache_cache *c, struct tc_xev *e, int write,
 			continue;
 		}
 		/* a stream wait takes the event's current recording: the
-		 * job's own event on sstream is then the snapshot */
+		 * job's own event on sstream is then the snapshot (none
+		 * when every device dependency is known done) */
+		if (d->done_gen == d->gen)
+			continue;
 		if (!j->dev_ev)
 			ret = c->dev->ops->event_create(c->dev, 0, &j->dev_ev);
-		ret = ret ?: c->dev->ops->stream_wait(c->dev, c->sstream, d->dev);
+		ret = ret ?: xev_dev_wait(c, c->sstream, d);
 	}
 	if (!ret && j->dev_ev)
 		ret = c->dev->ops->record(c->dev, j->dev_ev, c->sstream);
@@ -474,7 +538,7 @@ static int copy_h2d(struct tencache_cache *c, struct tc_tstate *t, uint32_t id,
 				       pptr(c, t->poff), t->bytes);
 	ret = ret ?: tc_exec_timeline_mark(c, c->h2d, TC_TL_H2D, id, 1);
 	if (!ret)
-		ret = c->dev->ops->record(c->dev, done->dev, c->h2d);
+		ret = xev_record(c, done, c->h2d);
 	c->st.link_bytes[0] += t->bytes;
 	return ret;
 }
@@ -488,8 +552,82 @@ static int copy_d2h(struct tencache_cache *c, struct tc_tstate *t, uint32_t id,
 				       gptr(c, t->goff), t->bytes);
 	ret = ret ?: tc_exec_timeline_mark(c, c->d2h, TC_TL_D2H, id, 1);
 	if (!ret)
-		ret = c->dev->ops->record(c->dev, done->dev, c->d2h);
+		ret = xev_record(c, done, c->d2h);
 	c->st.link_bytes[1] += t->bytes;
+	return ret;
+}
+
+/* ---- GPU-timeline hits and stalls -------------------------------------- */
+
+/*
+ * Stream s is about to wait for copy event copy, which the CPU saw pending:
+ * a timing event on s before the acquire's first such wait (its *probe)
+ * marks when the stream reached the acquire; tc_exec_gpu_resolve compares.
+ */
+static int gprobe(struct tencache_cache *c, void *s, void **probe, void *copy, int fetch)
+{
+	int ret;
+
+	if (c->gp_nr == c->gp_cap) {
+		uint32_t ncap = c->gp_cap ? 2 * c->gp_cap : 256;
+		struct tc_gprobe *n = realloc(c->gp, ncap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		c->gp = n;
+		c->gp_cap = ncap;
+	}
+	if (!*probe) {
+		ret = tc_exec_timing_event(c, probe);
+		ret = ret ?: c->dev->ops->record(c->dev, *probe, s);
+		if (ret)
+			return ret;
+	}
+	c->gp[c->gp_nr++] = (struct tc_gprobe){ .probe = *probe, .copy = copy,
+						.acq = c->gp_acq, .fetch = fetch };
+	return 0;
+}
+
+/* The acquire's probes are in; cand: a hit unless one of its FETCHes was late. */
+static void gprobe_close(struct tencache_cache *c, uint32_t first, int cand)
+{
+	for (uint32_t k = first; k < c->gp_nr; k++)
+		c->gp[k].cand = cand;
+	c->gp_acq++;
+}
+
+/* Once the probes' events are done: each acquire's hit and stall, into stats. */
+int tc_exec_gpu_resolve(struct tencache_cache *c)
+{
+	uint32_t k = 0;
+	int ret = 0;
+
+	while (k < c->gp_nr) {
+		uint32_t acq = c->gp[k].acq;
+		uint64_t stall = 0, ns;
+		int late = 0;
+
+		for (; k < c->gp_nr && c->gp[k].acq == acq; k++) {
+			struct tc_gprobe *g = &c->gp[k];
+
+			ret = ret ?: c->dev->ops->sync(c->dev, g->probe);
+			ret = ret ?: c->dev->ops->sync(c->dev, g->copy);
+			/* copy end - probe, 0 when the copy ended first */
+			if (ret || c->dev->ops->elapsed(c->dev, g->probe, g->copy, &ns))
+				continue;
+			if (ns > stall)
+				stall = ns;
+			if (ns && g->fetch)
+				late = 1;
+		}
+		c->st.gpu_stall_ns += stall;
+		c->last_gpu_stall += stall;
+		if (c->gp[k - 1].cand && !late) {
+			c->st.gpu_hits++;
+			c->last_gpu_hits++;
+		}
+	}
+	c->gp_nr = 0;
 	return ret;
 }
 
@@ -527,7 +665,7 @@ static int issue_op(struct tencache_cache *c, uint32_t k)
 		/* the op that overwrites it waits for this event */
 		ret = galloc(c, t);
 		ret = ret ?: gfreed_wait(c, c->h2d, t->goff, t->bytes);
-		ret = ret ?: c->dev->ops->record(c->dev, e->dev, c->h2d);
+		ret = ret ?: xev_record(c, e, c->h2d);
 		break;
 	case TC_OP_WRITEBACK:
 		ret = wait_deps(c, c->d2h, op);
@@ -764,6 +902,15 @@ static int od_acquire(struct tencache_cache *c, uint32_t id, unsigned flags, voi
 		t->held = 0;
 		ret = ret ?: galloc(c, t);
 		ret = ret ?: copy_h2d(c, t, id, &t->ready);
+		if (!ret && !c->host_mode) {
+			/* GPU timeline: the copy's end against the stream's arrival
+			 * (ready is re-recorded by the op, so a pool event) */
+			void *end = NULL, *probe = NULL;
+
+			ret = tc_exec_timing_event(c, &end);
+			ret = ret ?: c->dev->ops->record(c->dev, end, c->h2d);
+			ret = ret ?: gprobe(c, s, &probe, end, 1);
+		}
 		if (ret)
 			return ret;
 	}
@@ -825,7 +972,7 @@ int tc_exec_quiesce(struct tencache_cache *c)
 		c->nr_gfreed = 0;
 	if (!ret)
 		ret = __atomic_load_n(&c->stage_err, __ATOMIC_ACQUIRE);
-	return ret;
+	return ret ?: tc_exec_gpu_resolve(c);
 }
 
 /* ---- the public API ------------------------------------------------------- */
@@ -937,6 +1084,7 @@ int tencache_step_begin(struct tencache_cache *c)
 	c->step_t0 = tc_now_ns();
 	c->last_stall = 0;
 	c->last_acq = c->last_hits = 0;
+	c->last_gpu_stall = c->last_gpu_hits = 0;
 	c->skip_learn = 0;
 	c->nprof = 0;
 	tc_exec_timeline_step(c);
@@ -1003,13 +1151,14 @@ int tc_exec_prof_resolve(struct tencache_cache *c)
 	return 0;
 }
 
-int tencache_acquire(struct tencache_cache *c, int id, unsigned flags, void *stream,
-		     void **ptr)
+static int acquire(struct tencache_cache *c, int id, unsigned flags, void *stream,
+		   void **ptr)
 {
 	uint64_t t0 = tc_now_ns(), waited = 0;
 	struct tc_tstate *t;
-	int ret, hit = 0;
-	void *s;
+	int ret, hit = 0, ghit = 0, gpu;
+	uint32_t gfirst;
+	void *s, *probe = NULL;
 
 	if (!c || !c->in_step || id < 0 || (uint32_t)id >= c->nr || !ptr ||
 	    (flags & ~(TENCACHE_ACQ_READ | TENCACHE_ACQ_WRITE | TENCACHE_ACQ_HOST)) ||
@@ -1029,6 +1178,9 @@ int tencache_acquire(struct tencache_cache *c, int id, unsigned flags, void *str
 		return -ENOSPC;
 	}
 	s = c->host_mode ? NULL : stream;	/* host mode: the caller's thread */
+	/* the GPU timeline differs from the CPU's: GPU acquires on a GPU */
+	gpu = !c->host_mode && !(flags & TENCACHE_ACQ_HOST);
+	gfirst = c->gp_nr;
 	if (c->op_open == 2) {	/* the previous op was released: a new op */
 		c->op_open = 0;
 	}
@@ -1098,16 +1250,27 @@ int tencache_acquire(struct tencache_cache *c, int id, unsigned flags, void *str
 		gfreed_poll(c);
 		/* a hit: the value was resident and its copy done before we asked */
 		hit = 1;
+		gfirst = c->gp_nr;
 		for (uint32_t w = c->plan.wait_first[i]; w < c->plan.wait_first[i + 1]; w++) {
 			struct tc_xev *e = &c->opev[c->plan.wait_ops[w]];
 			const struct tc_op *op = &c->plan.ops[c->plan.wait_ops[w]];
+			int copy = op->kind == TC_OP_FETCH || op->kind == TC_OP_WRITEBACK;
+			uint64_t w0;
 
-			if (op->kind == TC_OP_FETCH && xev_done(c, e) != 1) {
-				hit = 0;
-				c->st.late_prefetches++;
+			/* the one query also spares the wait of a copy found done */
+			if (copy && xev_done(c, e) != 1) {
+				if (op->kind == TC_OP_FETCH) {
+					hit = 0;
+					c->st.late_prefetches++;
+				}
+				/* pending on the CPU's clock: when on the stream's? */
+				if (gpu && ev_is_dev(e) && xev_dev_needs_wait(e, s)) {
+					ret = gprobe(c, s, &probe, e->dev, op->kind == TC_OP_FETCH);
+					if (ret)
+						return ret;
+				}
 			}
-			uint64_t w0 = tc_now_ns();
-
+			w0 = tc_now_ns();
 			if (flags & TENCACHE_ACQ_HOST)
 				ret = xev_sync(c, e);
 			else
@@ -1120,14 +1283,17 @@ int tencache_acquire(struct tencache_cache *c, int id, unsigned flags, void *str
 		}
 		if (!(flags & TENCACHE_ACQ_HOST) && !c->plan.hit[i])
 			hit = 0;
+		ghit = !(flags & TENCACHE_ACQ_HOST) && c->plan.hit[i];
 		if (flags & TENCACHE_ACQ_WRITE)
 			t->valid = (flags & TENCACHE_ACQ_HOST) ? TC_V_PINNED : TC_V_GPU;
 	} else {
 		uint64_t w0 = tc_now_ns();
 
+		gfirst = c->gp_nr;
 		ret = od_acquire(c, id, flags, s, &hit);
 		if (ret)
 			return ret;
+		ghit = hit;
 		waited += (flags & TENCACHE_ACQ_HOST) || c->host_mode || !hit ?
 			  tc_now_ns() - w0 : 0;
 		ret = tc_trace_add_access(&c->rec, id, TC_PHASE_FWD,
@@ -1154,6 +1320,17 @@ int tencache_acquire(struct tencache_cache *c, int id, unsigned flags, void *str
 			c->st.hits++;
 			c->last_hits++;
 		}
+		/* on a GPU, an acquire with probes is judged at step end */
+		if (gpu ? ghit && c->gp_nr == gfirst : hit) {
+			c->st.gpu_hits++;
+			c->last_gpu_hits++;
+		}
+	}
+	if (c->gp_nr > gfirst)
+		gprobe_close(c, gfirst, (flags & TENCACHE_ACQ_READ) && ghit);
+	if (!gpu) {	/* the compute's own clock is the host's */
+		c->st.gpu_stall_ns += waited;
+		c->last_gpu_stall += waited;
 	}
 	if (waited) {
 		c->st.stall_ns += waited;
@@ -1203,7 +1380,7 @@ static int op_close(struct tencache_cache *c, void *s, uint64_t compute_ns, int 
 		ret = ret ?: c->dev->ops->spin(c->dev, s, compute_ns);
 		ret = ret ?: tc_exec_timeline_mark(c, s, TC_TL_COMPUTE, end, 1);
 		if (!ret && end < c->nacc_ev && c->planned)
-			ret = c->dev->ops->record(c->dev, c->accev[end].dev, s);
+			ret = xev_record(c, &c->accev[end], s);
 	}
 	if (!c->planned) {
 		/* profile: the op's compute follows its last access */
@@ -1223,13 +1400,13 @@ static int op_close(struct tencache_cache *c, void *s, uint64_t compute_ns, int 
 			uint32_t id = i < c->rec.nr_acc ? c->rec.acc[i].tensor : 0;
 
 			if (!c->op_host && id < c->nr)
-				ret = ret ?: c->dev->ops->record(c->dev, c->t[id].ready.dev, s);
+				ret = ret ?: xev_record(c, &c->t[id].ready, s);
 		}
 	}
 	return ret;
 }
 
-int tencache_release(struct tencache_cache *c, int id, void *stream, uint64_t compute_ns)
+static int release(struct tencache_cache *c, int id, void *stream, uint64_t compute_ns)
 {
 	uint64_t t0 = tc_now_ns(), t1;
 	void *s;
@@ -1258,12 +1435,46 @@ int tencache_release(struct tencache_cache *c, int id, void *stream, uint64_t co
 	return ret;
 }
 
-int tencache_op_detach(struct tencache_cache *c, uint64_t *token)
+/* The hot calls: the device context is checked once per call. */
+int tencache_acquire(struct tencache_cache *c, int id, unsigned flags, void *stream,
+		     void **ptr)
+{
+	const struct tc_dev_ops *ops;
+	int ret;
+
+	if (!c || !c->in_step)
+		return -EINVAL;
+	ops = c->dev->ops;
+	if (ops->enter)
+		ops->enter(c->dev);
+	ret = acquire(c, id, flags, stream, ptr);
+	if (ops->leave)
+		ops->leave(c->dev);
+	return ret;
+}
+
+int tencache_release(struct tencache_cache *c, int id, void *stream, uint64_t compute_ns)
+{
+	const struct tc_dev_ops *ops;
+	int ret;
+
+	if (!c || !c->in_step)
+		return -EINVAL;
+	ops = c->dev->ops;
+	if (ops->enter)
+		ops->enter(c->dev);
+	ret = release(c, id, stream, compute_ns);
+	if (ops->leave)
+		ops->leave(c->dev);
+	return ret;
+}
+
+static int op_detach(struct tencache_cache *c, uint64_t *token)
 {
 	struct tc_detached *d;
 	int ret;
 
-	if (!c || !token || !c->in_step || c->op_open != 1 || !c->op_host)
+	if (!token || c->op_open != 1 || !c->op_host)
 		return -EINVAL;
 	if (c->nr_det == c->cap_det) {
 		uint32_t ncap = c->cap_det ? 2 * c->cap_det : 64;
@@ -1296,6 +1507,23 @@ int tencache_op_detach(struct tencache_cache *c, uint64_t *token)
 	return 0;
 }
 
+int tencache_op_detach(struct tencache_cache *c, uint64_t *token)
+{
+	const struct tc_dev_ops *ops;
+	int ret;
+
+	if (!c || !c->in_step)
+		return -EINVAL;
+	ops = c->dev->ops;
+	if (ops->enter)
+		ops->enter(c->dev);
+	ret = op_detach(c, token);
+	if (ops->leave)
+		ops->leave(c->dev);
+	return ret;
+}
+
+/* Any thread: only host events, no device call. */
 int tencache_op_done(struct tencache_cache *c, uint64_t token)
 {
 	struct tc_detached *d;
@@ -1344,6 +1572,8 @@ int tencache_step_end(struct tencache_cache *c)
 	c->st.last_stall_ns = c->last_stall;
 	c->st.last_acquires = c->last_acq;
 	c->st.last_hits = c->last_hits;
+	c->st.last_gpu_stall_ns = c->last_gpu_stall;
+	c->st.last_gpu_hits = c->last_gpu_hits;
 	if (!c->planned)
 		tc_exec_prof_resolve(c);
 	if (c->planned) {

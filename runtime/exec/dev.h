@@ -52,6 +52,13 @@ struct tc_dev_ops {
 	 * CUDA waits on the host) */
 	int (*stream_wait_host)(struct tc_dev *d, void *s, struct tc_hev *h,
 				uint64_t target);
+	/*
+	 * Optional: brackets a hot API call (acquire, release) on the calling
+	 * thread; the ops between need not check the thread's device context
+	 * each (CUDA: one cuCtxGetCurrent per call instead of one per op).
+	 */
+	void (*enter)(struct tc_dev *d);
+	void (*leave)(struct tc_dev *d);
 };
 
 struct tc_dev {

@@ -86,13 +86,33 @@ static int cu_fail(struct cudev *c, const char *what, CUresult r)
 	return -EIO;
 }
 
-/* Every thread that calls into the driver needs the context current. */
+/*
+ * Every thread that calls into the driver needs the context current. Inside
+ * an entered call (cuda_enter .. cuda_leave) the thread's context was made
+ * current once: the caller cannot change it before the call returns.
+ */
+static __thread struct cudev *cu_entered;
+
 static void cu_ctx(struct cudev *c)
 {
 	CUcontext cur = NULL;
 
+	if (cu_entered == c)
+		return;
 	if (c->cuCtxGetCurrent(&cur) || cur != c->ctx)
 		c->cuCtxSetCurrent(c->ctx);
+}
+
+static void cuda_enter(struct tc_dev *d)
+{
+	cu_entered = NULL;
+	cu_ctx(CU(d));
+	cu_entered = CU(d);
+}
+
+static void cuda_leave(struct tc_dev *d)
+{
+	cu_entered = NULL;
 }
 
 static int cuda_open(struct tencache *tc, uint64_t bytes, struct tc_dev **dp)
@@ -343,4 +363,6 @@ const struct tc_dev_ops tc_dev_cuda_ops = {
 	.elapsed = cuda_elapsed,
 	.stream_sync = cuda_stream_sync,
 	.stream_wait_host = cuda_stream_wait_host,
+	.enter = cuda_enter,
+	.leave = cuda_leave,
 };

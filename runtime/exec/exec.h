@@ -16,11 +16,32 @@
 
 struct tc_pfree;
 
-/* An event of either domain: a device event, or a host event (dev NULL). */
+/*
+ * An event of either domain: a device event, or a host event (dev NULL).
+ * Device events remember what saves driver calls: the instance (gen, one
+ * per record) known complete, the stream it was recorded on (a wait there
+ * is in order anyway) and the last streams that waited for an instance.
+ * Copy events of a plan are timing events used in turns (dev, alt): the
+ * GPU-timeline measure reads one at step end, after the next record.
+ */
 struct tc_xev {
 	void *dev;
+	void *alt;			/* the other half of a pair, or NULL */
 	struct tc_hev h;
 	struct tc_pfree *pending;	/* a deferred free not yet made */
+	uint32_t gen, done_gen;		/* records made; the newest known done */
+	void *rec_s;			/* stream of the latest record */
+	void *wait_s[2];		/* streams that waited ... */
+	uint32_t wait_gen[2];		/* ... for these instances */
+};
+
+/* A GPU acquire's wait the CPU saw pending: the stream's clock at the
+ * acquire (probe) against the copy's end, read at step end. */
+struct tc_gprobe {
+	void *probe, *copy;
+	uint32_t acq;			/* the acquire's number in the step */
+	uint8_t fetch;			/* a FETCH: decides the hit */
+	uint8_t cand;			/* the acquire is a hit unless a FETCH was late */
 };
 
 #define TC_NO_FREE UINT64_MAX	/* a deferred completion that frees nothing */
@@ -150,13 +171,18 @@ struct tencache_cache {
 	} *det;
 	uint32_t nr_det, cap_det, det_live;
 	uint64_t step_t0, last_stall, last_acq, last_hits;
+	uint64_t last_gpu_stall, last_gpu_hits;
+
+	/* GPU-timeline hits and stalls: probes resolved at quiesce */
+	struct tc_gprobe *gp;
+	uint32_t gp_nr, gp_cap, gp_acq;
 
 	/* timeline of the last step */
 	int timeline_on;
 	struct tc_tl_span *tl;
 	uint32_t tl_nr, tl_cap;
 	void **tl_evs;			/* timing event pool */
-	uint32_t tl_evs_nr, tl_evs_used;
+	uint32_t tl_evs_nr, tl_evs_used;	/* (also the GPU-timeline probes) */
 
 	struct tencache_cache_stats st;
 };
@@ -170,6 +196,7 @@ int tc_exec_stage_sync(struct tencache_cache *c, uint32_t id, int write);
 int tc_exec_galloc(struct tencache_cache *c, uint32_t id);
 int tc_exec_palloc(struct tencache_cache *c, uint32_t id);
 int tc_exec_prof_resolve(struct tencache_cache *c);
+int tc_exec_gpu_resolve(struct tencache_cache *c);
 void *tc_exec_stage_main(void *arg);
 
 /* setup.c */
@@ -189,6 +216,8 @@ void tc_exec_timeline_add(struct tencache_cache *c, int kind, uint32_t id,
 int tc_exec_timeline_mark(struct tencache_cache *c, void *s, int kind, uint32_t id,
 			  int end);
 int tc_exec_timeline_resolve(struct tencache_cache *c);
+/* a timing event from the step's pool (free again at the next step) */
+int tc_exec_timing_event(struct tencache_cache *c, void **e);
 void tc_exec_timeline_free(struct tencache_cache *c);
 
 #endif

@@ -12,17 +12,28 @@
 
 static const char *const link_names[4] = { "H2D", "D2H", "NVMe read", "NVMe write" };
 
-static int xev_init(struct tencache_cache *c, struct tc_xev *e, int dev)
+/* dev: a device event; pair: two timing events used in turns (a plan's
+ * copies on a GPU, read by the GPU-timeline measure) */
+static int xev_init(struct tencache_cache *c, struct tc_xev *e, int dev, int pair)
 {
+	int ret;
+
 	memset(e, 0, sizeof(*e));
-	return dev ? c->dev->ops->event_create(c->dev, 0, &e->dev) : 0;
+	if (!dev)
+		return 0;
+	ret = c->dev->ops->event_create(c->dev, pair, &e->dev);
+	if (!ret && pair)
+		ret = c->dev->ops->event_create(c->dev, 1, &e->alt);
+	return ret;
 }
 
 static void xev_fini(struct tencache_cache *c, struct tc_xev *e)
 {
 	if (e->dev)
 		c->dev->ops->event_destroy(c->dev, e->dev);
-	e->dev = NULL;
+	if (e->alt)
+		c->dev->ops->event_destroy(c->dev, e->alt);
+	e->dev = e->alt = NULL;
 }
 
 /* Link bandwidths: given, or measured with one 32 MiB transfer each way. */
@@ -213,7 +224,7 @@ int tc_exec_freeze(struct tencache_cache *c)
 	if (ret)
 		goto fail;
 	for (uint32_t i = 0; i < c->nr && !ret; i++)
-		ret = xev_init(c, &c->t[i].ready, 1);
+		ret = xev_init(c, &c->t[i].ready, 1, 0);
 	c->cap_frees = 2 * c->nr + 64;
 	c->frees = calloc(c->cap_frees, sizeof(*c->frees));
 	if (!ret && !c->frees)
@@ -506,11 +517,11 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 		int kind = c->plan.ops[k].kind;
 
 		ret = xev_init(c, &c->opev[k], kind == TC_OP_FETCH || kind == TC_OP_WRITEBACK ||
-			       kind == TC_OP_ALLOC);
+			       kind == TC_OP_ALLOC, !c->host_mode && kind != TC_OP_ALLOC);
 	}
 	for (uint32_t i = 0; i < c->trace.nr_acc && !ret; i++)
 		ret = xev_init(c, &c->accev[i], !(c->trace.acc[i].flags & TC_ACC_HOST) &&
-			       (c->trace.acc[i].flags & TC_ACC_END));
+			       (c->trace.acc[i].flags & TC_ACC_END), 0);
 	c->nacc_ev = c->trace.nr_acc;
 	if (ret)
 		return ret;
@@ -698,6 +709,7 @@ void tencache_cache_destroy(struct tencache_cache *c)
 		for (uint32_t i = 0; i < c->nr; i++)
 			xev_fini(c, &c->t[i].ready);
 		tc_exec_timeline_free(c);
+		free(c->gp);
 		for (uint32_t i = 0; i < c->cap_prof; i++) {
 			if (c->prof[i].a)
 				c->dev->ops->event_destroy(c->dev, c->prof[i].a);

@@ -53,7 +53,7 @@ void tc_exec_timeline_add(struct tencache_cache *c, int kind, uint32_t id,
 		pthread_mutex_unlock(&c->slock);
 }
 
-static int tl_event(struct tencache_cache *c, void **e)
+int tc_exec_timing_event(struct tencache_cache *c, void **e)
 {
 	if (c->tl_evs_used == c->tl_evs_nr) {
 		void **n = realloc(c->tl_evs, (c->tl_evs_nr + 256) * sizeof(*n));
@@ -81,7 +81,7 @@ int tc_exec_timeline_mark(struct tencache_cache *c, void *s, int kind, uint32_t 
 
 	if (!c->timeline_on || !c->in_step)
 		return 0;
-	ret = tl_event(c, &e);
+	ret = tc_exec_timing_event(c, &e);
 	ret = ret ?: c->dev->ops->record(c->dev, e, s);
 	if (ret)
 		return ret;

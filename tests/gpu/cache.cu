@@ -1,11 +1,15 @@
 /* cache.cu - the tensor cache on a CUDA GPU, end to end: the random cyclic
  * step of tests/runtime/cache_host.c (profiling, planned steps for every
  * policy, with and without NVMe, an order change, flush), with every GPU
- * value read and written through copies on the acquiring stream. */
+ * value read and written through copies on the acquiring stream; and a
+ * well-prefetched step the CPU runs far ahead of, where the GPU-timeline
+ * hits (copies done when the stream got there) must be at least the
+ * CPU-clock ones. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gpu.h"
@@ -207,6 +211,68 @@ static int run(struct tencache *tc, unsigned policy, int nvme, const char *dir)
 	return 0;
 }
 
+/*
+ * Two passes over 32 tensors of 1 MiB a step, 100 us of compute (the spin
+ * kernel) per op, a 12 MiB budget: the plan prefetches, the copies (~40 us)
+ * end long before the stream needs them, and nothing waits on the host, so
+ * the CPU queues the step far ahead of the stream.
+ */
+static int prefetched(struct tencache *tc, unsigned policy)
+{
+	enum { N = 32, STEPS = 6 };
+	struct tencache_cache_params p = {};
+	struct tencache_cache_stats sts;
+	struct tencache_cache *c;
+	uint64_t wall = 0;
+
+	p.gpu_budget = 12 << 20;
+	p.policy = policy;
+	T_EQ(tencache_cache_create(tc, &c, &p), 0);
+	for (int i = 0; i < N; i++)
+		T_EQ(tencache_tensor_register(c, 1 << 20, TENCACHE_ROLE_PARAM_FP16), i);
+	for (int s = 0; s < STEPS; s++) {
+		uint64_t t0;
+		void *ptr;
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		t0 = ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+		T_EQ(tencache_step_begin(c), 0);
+		for (int o = 0; o < 2 * N; o++) {
+			int id = o % N;
+
+			T_EQ(tencache_acquire(c, id, TENCACHE_ACQ_READ, st, &ptr), 0);
+			T_EQ(tencache_release(c, id, st, 100000), 0);
+		}
+		T_EQ(tencache_step_end(c), 0);
+		CK(cudaStreamSynchronize(st));
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		wall += ts.tv_sec * 1000000000ULL + ts.tv_nsec - t0;
+		T_EQ(tencache_cache_stats(c, &sts), 0);
+		T_CHECK(sts.last_gpu_hits >= sts.last_hits && sts.last_gpu_hits <= sts.last_acquires,
+			"policy %u step %d: GPU-timeline hits %llu, CPU-clock %llu, of %llu", policy,
+			s, (unsigned long long)sts.last_gpu_hits, (unsigned long long)sts.last_hits,
+			(unsigned long long)sts.last_acquires);
+		printf("policy %u prefetched step %d: hits %llu, GPU-timeline %llu of %llu; "
+		       "stall %.3f ms, GPU-timeline %.3f ms\n", policy, s,
+		       (unsigned long long)sts.last_hits, (unsigned long long)sts.last_gpu_hits,
+		       (unsigned long long)sts.last_acquires, sts.last_stall_ns / 1e6,
+		       sts.last_gpu_stall_ns / 1e6);
+	}
+	T_EQ(tencache_cache_stats(c, &sts), 0);
+	T_CHECK(sts.planned_steps >= STEPS - 1, "%llu planned steps",
+		(unsigned long long)sts.planned_steps);
+	T_CHECK(sts.gpu_hits >= sts.hits && sts.gpu_hits <= sts.acquires,
+		"policy %u: GPU-timeline hits %llu, CPU-clock %llu, of %llu", policy,
+		(unsigned long long)sts.gpu_hits, (unsigned long long)sts.hits,
+		(unsigned long long)sts.acquires);
+	/* the stream cannot have waited longer than the steps took */
+	T_CHECK(sts.gpu_stall_ns < wall, "GPU-timeline stall %llu ns in %llu ns of steps",
+		(unsigned long long)sts.gpu_stall_ns, (unsigned long long)wall);
+	tencache_cache_destroy(c);
+	return 0;
+}
+
 int main(void)
 {
 	struct tencache_params tp = {};
@@ -233,6 +299,8 @@ int main(void)
 				T_EQ(run(tc, pol, 1, dir), 0);
 		}
 	}
+	for (unsigned pol = TENCACHE_POLICY_OURS; pol <= TENCACHE_POLICY_10CACHE; pol++)
+		T_EQ(prefetched(tc, pol), 0);
 	if (!odirect)
 		printf("NVMe tier not tested: %s refuses O_DIRECT\n", dir);
 	tencache_exit(tc);

@@ -3,7 +3,8 @@
 # tencache-bench replay, in host mode on a small model at a budget that makes
 # the policies evict, and checks its outputs: the JSON result parses and holds
 # every policy with sane figures (hits <= acquires, bytes moved, one time per
-# measured step), ours ran from a plan, and the timeline is Chrome trace-event
+# measured step; the GPU-timeline hits and stall, which in host mode equal
+# hits and stall, also per step), ours ran from a plan, and the timeline is Chrome trace-event
 # JSON with copy, compute and stall events. GOAL=belady (by hand, not in CI)
 # checks the issue's goal instead: ours' GPU hit rate equals the Belady optimum
 # for the budget. Exit 0 pass, 1 fail.
@@ -59,6 +60,21 @@ for name in want:
     check(0 <= p["hits"] <= p["acquires"], "%s: hits %d of %d acquires" % (name, p["hits"], p["acquires"]))
     check(len(p["step_ns"]) == steps and all(t > 0 for t in p["step_ns"]),
           "%s: step times %r, want %d" % (name, p["step_ns"], steps))
+    # the compute's clock: in host mode the host's, so the same figures
+    for k in ("gpu_hits", "gpu_hit_rate", "gpu_stall_ns", "step_hits", "step_gpu_hits",
+              "step_stall_ns", "step_gpu_stall_ns"):
+        check(k in p, "%s: no %s in the JSON" % (name, k))
+    if all(k in p for k in ("gpu_hits", "gpu_stall_ns", "step_gpu_hits", "step_gpu_stall_ns")):
+        check(p["gpu_hits"] == p["hits"] and p["gpu_stall_ns"] == p["stall_ns"],
+              "%s: host mode GPU-timeline hits %d stall %d ns differ from hits %d stall %d ns" %
+              (name, p["gpu_hits"], p["gpu_stall_ns"], p["hits"], p["stall_ns"]))
+        check(p["step_gpu_hits"] == p["step_hits"] and
+              p["step_gpu_stall_ns"] == p["step_stall_ns"] and len(p["step_hits"]) == steps,
+              "%s: per-step GPU-timeline figures %r %r differ from %r %r" %
+              (name, p["step_gpu_hits"], p["step_gpu_stall_ns"], p["step_hits"],
+               p["step_stall_ns"]))
+        check(abs(p["gpu_hit_rate"] - p["hits"] / max(p["acquires"], 1)) < 1e-9,
+              "%s: gpu_hit_rate %r" % (name, p["gpu_hit_rate"]))
     check(p["link_bytes"][0] > 0 and p["link_bytes"][1] > 0,
           "%s: no H2D or D2H bytes moved: %r" % (name, p["link_bytes"]))
     check(p["bound_ns"] > 0 and p["step_mean_ns"] > 0, "%s: no step time or bound" % name)
