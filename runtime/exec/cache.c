@@ -754,7 +754,11 @@ static int od_to_pinned(struct tencache_cache *c, uint32_t id)
 	return ret;
 }
 
-/* Evict least recently used GPU tensors not held until bytes fit. */
+/*
+ * Evict least recently used GPU tensors not held until bytes fit. A host
+ * op's tensors (held on the host, pinned valid) may lose their GPU copy:
+ * detached optimizer steps hold gradients while backward goes on.
+ */
 static int od_make_room_gpu(struct tencache_cache *c, uint64_t bytes)
 {
 	struct tencache_arena_stats st;
@@ -769,7 +773,8 @@ static int od_make_room_gpu(struct tencache_cache *c, uint64_t bytes)
 		if (st.largest_free >= bytes && st.used + bytes <= c->p.gpu_budget)
 			return 0;
 		for (uint32_t i = 0; i < c->nr; i++)
-			if (c->t[i].goff >= 0 && !c->t[i].held && c->t[i].lru < best) {
+			if (c->t[i].goff >= 0 && (!c->t[i].held || c->t[i].held_host) &&
+			    c->t[i].lru < best) {
 				best = c->t[i].lru;
 				victim = i;
 			}
@@ -1309,6 +1314,7 @@ static int acquire(struct tencache_cache *c, int id, unsigned flags, void *strea
 			return ret;
 	}
 	t->held = 1;
+	t->held_host = !!(flags & TENCACHE_ACQ_HOST);
 	t->lru = ++c->tick;
 	if (c->op_host)
 		c->op_ids[c->nr_op_ids++] = id;
@@ -1430,6 +1436,7 @@ static int release(struct tencache_cache *c, int id, void *stream, uint64_t comp
 	if (c->host_mode)	/* the compute ran in this thread: not a decision */
 		t0 += tc_now_ns() - t1;
 	c->t[id].held = 0;
+	c->t[id].held_host = 0;
 	c->st.decision_ns += tc_now_ns() - t0;
 	c->st.decisions++;
 	return ret;

@@ -66,6 +66,7 @@ struct tc_tstate {
 	uint8_t role;
 	uint8_t valid;		/* TC_V_* */
 	uint8_t held;		/* acquired in the open op */
+	uint8_t held_host;	/* by a host op: its GPU copy is not in use */
 	uint8_t pinned_home;	/* keeps its pinned space for good */
 	uint32_t det;		/* held by detached host op det - 1; 0: none */
 	int64_t goff, poff, noff;	/* space in each tier, -1: none */

@@ -167,14 +167,20 @@ def check(name, model0, vocab, gpu_ref=True, **kw):
         # +-lr. Over 20 steps two correct implementations drift apart by
         # ~0.3% relative L2 of the fp32 masters (A vs B measured 0.0032 on
         # the CPU and 0.0038 on the H200); the losses stay within 1e-4.
+        # The HF models (more near-zero gradients: biases, norms) drift further
+        # from all-GPU AdamW: on the H200 torch's own CPU AdamW (reference A)
+        # was 0.025 (OPT) and 0.066 (Llama) rel L2 from it. So the bound is
+        # 1e-2, or no farther than reference A is.
         gl, gm = ref_gpu_adam(model0, data)
         dl = max(abs(a - b) / abs(b) for a, b in zip(tl, gl))
         dw = rel_l2(tm, gm, names)
+        dref_l = max(abs(a - b) / abs(b) for a, b in zip(rl, gl))
         dref = rel_l2(rm, gm, names)
-        tap(dl <= 1e-3 and dw <= 1e-2, f"{name}: within tolerance of all-GPU torch AdamW "
-            f"(losses 1e-3, weights 1e-2 rel L2)",
+        tap(dl <= max(1e-3, dref_l * 1.01) and dw <= max(1e-2, dref * 1.01),
+            f"{name}: within tolerance of all-GPU torch AdamW (losses 1e-3, weights 1e-2 "
+            "rel L2, or no farther than torch's CPU AdamW)",
             f"loss rel diff {dl:.3g}, weights rel L2 {dw:.3g} "
-            f"(reference A vs all-GPU: {dref:.3g})")
+            f"(reference A vs all-GPU: {dref_l:.3g}, {dref:.3g})")
 
 
 def main():

@@ -4,6 +4,7 @@
  * released after the op is done and read by a later GPU op. Every value is
  * checked, so a copy that did not wait for the op (a planned prefetch or
  * stage-out issued before tencache_op_done) reads a stale value and fails.
+ * Gradients held by detached host ops give up their GPU room (held_room).
  * Also the error paths: no host op open, a GPU op, bad tokens, done twice,
  * release before done, step end with a detached op held. */
 #define _GNU_SOURCE
@@ -196,6 +197,47 @@ static int run(struct tencache *tc, int nvme, const char *dir)
 	return 0;
 }
 
+/*
+ * Six GPU ops each write a gradient of a third of the GPU budget; a host op
+ * reading it is detached after each and all are released at the end, as
+ * offload(overlap=True) does. The held gradients' GPU copies must make room
+ * for the next ones, profiled (on demand) and planned alike.
+ */
+static void held_room(struct tencache *tc)
+{
+	struct tencache_cache_params p = { .flags = TENCACHE_CACHE_HOST_MODE,
+					   .gpu_budget = 3 * 64 * KiB };
+	struct tencache_cache *c;
+	uint64_t tok[6];
+	int ret = 0;
+
+	T_EQ(tencache_cache_create(tc, &c, &p), 0);
+	for (int i = 0; i < 6; i++)
+		T_EQ(tencache_tensor_register(c, 64 * KiB, TENCACHE_ROLE_GRAD), i);
+	for (int s = 0; s < 3 && !ret; s++) {
+		ret = tencache_step_begin(c);
+		for (int i = 0; i < 6 && !ret; i++) {
+			void *g, *h;
+
+			ret = tencache_acquire(c, i, TENCACHE_ACQ_WRITE, NULL, &g);
+			if (!ret)
+				memset(g, i + s, 64 * KiB);
+			ret = ret ?: tencache_release(c, i, NULL, 1000);
+			ret = ret ?: tencache_acquire(c, i, TENCACHE_ACQ_READ | TENCACHE_ACQ_HOST,
+						      NULL, &h);
+			ret = ret ?: tencache_op_detach(c, &tok[i]);
+			if (!ret && ((unsigned char *)h)[100] != i + s)
+				ret = -EIO;
+			ret = ret ?: tencache_op_done(c, tok[i]);
+		}
+		for (int i = 0; i < 6 && !ret; i++)
+			ret = tencache_release(c, i, NULL, 0);
+		ret = ret ?: tencache_step_end(c);
+		T_CHECK(ret == 0, "held_room: step %d: %d", s, ret);
+	}
+	tencache_cache_destroy(c);
+}
+
 static void bad_input(struct tencache *tc)
 {
 	struct tencache_cache_params p = { .flags = TENCACHE_CACHE_HOST_MODE,
@@ -246,6 +288,7 @@ int main(void)
 	if (t_failures)
 		return T_EXIT_FAIL;
 	bad_input(tc);
+	held_room(tc);
 	T_EQ(run(tc, 0, dir), 0);
 	snprintf(probe, sizeof(probe), "%s/tencache-odirect-probe-detach", dir);
 	fd = open(probe, O_RDWR | O_CREAT | O_DIRECT, 0600);
