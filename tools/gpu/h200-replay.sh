@@ -25,7 +25,8 @@
 #    and 2 measured steps per policy.
 # REPLAY_ARGS replaces the common replay options; RUNS picks runs by name
 # (default "6.7b-10 6.7b-25 6.7b-50 13b8-25"); LIMIT67 / LIMIT13 the seconds per
-# run (105 / 90); PINNED the 13b-* runs' pinned share (default 98%).
+# run (105 / 90); PINNED the 13b-* runs' pinned share (default 98%); DECIDE=0
+# skips the decide benchmark.
 set -uo pipefail
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$TOP"
@@ -89,9 +90,11 @@ export TENCACHE_PLOT_SCRIPT=$TOP/tools/plot_replay.py
 export PATH=$(dirname "$PY"):$PATH	# replay plots with the python3 on PATH
 echo "built in $(($(date +%s) - T0)) s"
 
-step "decide (host mode, then GPU)"
-timeout 25 "$BENCH" decide -o "$O/decide.txt"; echo "decide host: exit $?"
-timeout 30 "$BENCH" decide --gpu -o "$O/decide.txt"; echo "decide gpu: exit $?"
+if [ "${DECIDE:-1}" = 1 ]; then
+	step "decide (host mode, then GPU)"
+	timeout 25 "$BENCH" decide -o "$O/decide.txt"; echo "decide host: exit $?"
+	timeout 30 "$BENCH" decide --gpu -o "$O/decide.txt"; echo "decide gpu: exit $?"
+fi
 
 # one replay: NAME SECONDS(time limit) ARGS...
 replay() {
