@@ -158,10 +158,11 @@ class Runtime:
         if self.group:
             nvme_path = self.group.rank_path(nvme_path) if nvme_path else None
         if not threads and (self.group or overlap):
-            # this host's CPUs shared by its ranks, less one for the training
-            # thread when the optimizer runs beside backward
+            # this host's CPUs shared by its ranks, less two when the optimizer
+            # runs beside backward: the training thread and the driver's (the
+            # memory-bound AdamW loses little, backward's launches keep a CPU)
             threads = len(os.sched_getaffinity(0)) // (self.group.local_world if self.group else 1)
-            threads = max(1, threads - 1) if overlap else max(1, threads)
+            threads = max(1, threads - 2) if overlap else max(1, threads)
         self.nvme_path = str(nvme_path) if nvme_path else None
         try:
             self._create(nvme_path, pinned_budget, nvme_budget, policy, warmup_steps,
