@@ -87,15 +87,8 @@ static int galloc(struct tencache_cache *c, struct tc_tstate *t)
 static int gfreed_push(struct tencache_cache *c, uint64_t off, uint64_t len,
 		       const int32_t *deps, uint32_t nr_deps)
 {
-	if (c->nr_gfreed == c->cap_gfreed) {
-		uint32_t ncap = c->cap_gfreed ? 2 * c->cap_gfreed : 256;
-		struct tc_gfreed *n = realloc(c->gfreed, ncap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		c->gfreed = n;
-		c->cap_gfreed = ncap;
-	}
+	if (TC_GROW(c->gfreed, c->cap_gfreed, c->nr_gfreed, 256))
+		return -ENOMEM;
 	c->gfreed[c->nr_gfreed++] = (struct tc_gfreed){ off, len, deps, nr_deps };
 	return 0;
 }
@@ -568,15 +561,8 @@ static int gprobe(struct tencache_cache *c, void *s, void **probe, void *copy, i
 {
 	int ret;
 
-	if (c->gp_nr == c->gp_cap) {
-		uint32_t ncap = c->gp_cap ? 2 * c->gp_cap : 256;
-		struct tc_gprobe *n = realloc(c->gp, ncap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		c->gp = n;
-		c->gp_cap = ncap;
-	}
+	if (TC_GROW(c->gp, c->gp_cap, c->gp_nr, 256))
+		return -ENOMEM;
 	if (!*probe) {
 		ret = tc_exec_timing_event(c, probe);
 		ret = ret ?: c->dev->ops->record(c->dev, *probe, s);
@@ -1017,23 +1003,14 @@ int tencache_cache_create(struct tencache *tc, struct tencache_cache **cp,
 
 int tencache_tensor_register(struct tencache_cache *c, uint64_t bytes, unsigned role)
 {
-	struct tc_tstate *nt;
-
 	if (!c || !bytes || role > TENCACHE_ROLE_ACTIVATION)
 		return -EINVAL;
 	if (c->frozen)
 		return -EBUSY;
 	if (c->nr == INT32_MAX)
 		return -ENOSPC;
-	if (c->nr == c->cap) {
-		uint32_t ncap = c->cap ? c->cap * 2 : 256;
-
-		nt = realloc(c->t, ncap * sizeof(*nt));
-		if (!nt)
-			return -ENOMEM;
-		c->t = nt;
-		c->cap = ncap;
-	}
+	if (TC_GROW(c->t, c->cap, c->nr, 256))
+		return -ENOMEM;
 	c->t[c->nr] = (struct tc_tstate){ .bytes = bytes, .role = role, .goff = -1,
 					  .poff = -1, .noff = -1 };
 	return c->nr++;
@@ -1117,16 +1094,8 @@ static int prof_mark_start(struct tencache_cache *c, void *s)
 	int ret;
 
 	if (c->pos == c->op_first_acc) {	/* the op's first acquire */
-		if (c->nprof == c->cap_prof) {
-			uint32_t ncap = c->cap_prof ? 2 * c->cap_prof : 256;
-			struct tc_prof *n = realloc(c->prof, ncap * sizeof(*n));
-
-			if (!n)
-				return -ENOMEM;
-			memset(n + c->cap_prof, 0, (ncap - c->cap_prof) * sizeof(*n));
-			c->prof = n;
-			c->cap_prof = ncap;
-		}
+		if (TC_GROW(c->prof, c->cap_prof, c->nprof, 256))
+			return -ENOMEM;
 		pf = &c->prof[c->nprof++];
 		if (!pf->a) {
 			ret = c->dev->ops->event_create(c->dev, 1, &pf->a);
@@ -1197,15 +1166,9 @@ static int acquire(struct tencache_cache *c, int id, unsigned flags, void *strea
 	} else if (c->op_host != !!(flags & TENCACHE_ACQ_HOST)) {
 		return -EINVAL;	/* one op is all host or all GPU */
 	}
-	if (c->op_host && c->nr_op_ids == c->cap_op_ids) {	/* for a detach */
-		uint32_t ncap = c->cap_op_ids ? 2 * c->cap_op_ids : 16;
-		uint32_t *n = realloc(c->op_ids, ncap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		c->op_ids = n;
-		c->cap_op_ids = ncap;
-	}
+	/* a host op's tensors, for a detach */
+	if (c->op_host && TC_GROW(c->op_ids, c->cap_op_ids, c->nr_op_ids, 16))
+		return -ENOMEM;
 	c->cstream_last = c->host_mode ? NULL : stream;
 	c->cstream_used = 1;
 
@@ -1442,38 +1405,31 @@ static int release(struct tencache_cache *c, int id, void *stream, uint64_t comp
 	return ret;
 }
 
-/* The hot calls: the device context is checked once per call. */
+/* The hot calls check the device context once per call, here. */
+#define IN_DEV(c, call) ({						\
+	const struct tc_dev_ops *in_dev_ops = (c)->dev->ops;		\
+	int in_dev_ret;							\
+	if (in_dev_ops->enter)						\
+		in_dev_ops->enter((c)->dev);				\
+	in_dev_ret = (call);						\
+	if (in_dev_ops->leave)						\
+		in_dev_ops->leave((c)->dev);				\
+	in_dev_ret;							\
+})
+
 int tencache_acquire(struct tencache_cache *c, int id, unsigned flags, void *stream,
 		     void **ptr)
 {
-	const struct tc_dev_ops *ops;
-	int ret;
-
 	if (!c || !c->in_step)
 		return -EINVAL;
-	ops = c->dev->ops;
-	if (ops->enter)
-		ops->enter(c->dev);
-	ret = acquire(c, id, flags, stream, ptr);
-	if (ops->leave)
-		ops->leave(c->dev);
-	return ret;
+	return IN_DEV(c, acquire(c, id, flags, stream, ptr));
 }
 
 int tencache_release(struct tencache_cache *c, int id, void *stream, uint64_t compute_ns)
 {
-	const struct tc_dev_ops *ops;
-	int ret;
-
 	if (!c || !c->in_step)
 		return -EINVAL;
-	ops = c->dev->ops;
-	if (ops->enter)
-		ops->enter(c->dev);
-	ret = release(c, id, stream, compute_ns);
-	if (ops->leave)
-		ops->leave(c->dev);
-	return ret;
+	return IN_DEV(c, release(c, id, stream, compute_ns));
 }
 
 static int op_detach(struct tencache_cache *c, uint64_t *token)
@@ -1483,19 +1439,11 @@ static int op_detach(struct tencache_cache *c, uint64_t *token)
 
 	if (!token || c->op_open != 1 || !c->op_host)
 		return -EINVAL;
-	if (c->nr_det == c->cap_det) {
-		uint32_t ncap = c->cap_det ? 2 * c->cap_det : 64;
-
-		pthread_mutex_lock(&c->dlock);	/* tencache_op_done reads det */
-		d = realloc(c->det, ncap * sizeof(*d));
-		if (d) {
-			c->det = d;
-			c->cap_det = ncap;
-		}
-		pthread_mutex_unlock(&c->dlock);
-		if (!d)
-			return -ENOMEM;
-	}
+	pthread_mutex_lock(&c->dlock);	/* tencache_op_done reads det */
+	ret = TC_GROW(c->det, c->cap_det, c->nr_det, 64);
+	pthread_mutex_unlock(&c->dlock);
+	if (ret)
+		return ret;
 	ret = op_close(c, NULL, 0, 1);
 	if (ret)
 		return ret;
@@ -1516,18 +1464,9 @@ static int op_detach(struct tencache_cache *c, uint64_t *token)
 
 int tencache_op_detach(struct tencache_cache *c, uint64_t *token)
 {
-	const struct tc_dev_ops *ops;
-	int ret;
-
 	if (!c || !c->in_step)
 		return -EINVAL;
-	ops = c->dev->ops;
-	if (ops->enter)
-		ops->enter(c->dev);
-	ret = op_detach(c, token);
-	if (ops->leave)
-		ops->leave(c->dev);
-	return ret;
+	return IN_DEV(c, op_detach(c, token));
 }
 
 /* Any thread: only host events, no device call. */

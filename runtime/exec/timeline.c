@@ -17,15 +17,8 @@ static const char *const tl_names[TC_TL_NR] = {
 
 static struct tc_tl_span *tl_push(struct tencache_cache *c)
 {
-	if (c->tl_nr == c->tl_cap) {
-		uint32_t ncap = c->tl_cap ? 2 * c->tl_cap : 1024;
-		struct tc_tl_span *n = realloc(c->tl, ncap * sizeof(*n));
-
-		if (!n)
-			return NULL;
-		c->tl = n;
-		c->tl_cap = ncap;
-	}
+	if (TC_GROW(c->tl, c->tl_cap, c->tl_nr, 1024))
+		return NULL;
 	memset(&c->tl[c->tl_nr], 0, sizeof(c->tl[0]));
 	return &c->tl[c->tl_nr++];
 }

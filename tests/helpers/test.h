@@ -2,6 +2,7 @@
 #ifndef TENCACHE_TEST_H
 #define TENCACHE_TEST_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -40,6 +41,29 @@ static int t_failures;
 #define T_EQ(a, b)                                                           \
 	T_CHECK((long long)(a) == (long long)(b), "%s = %lld, expected %lld", \
 		#a, (long long)(a), (long long)(b))
+
+/*
+ * A tensor's contents at a version: word i of tensor id, so that a stale
+ * copy, another tensor's bytes or a shifted range all fail t_tensor_check.
+ */
+static inline uint32_t t_tensor_word(int id, uint32_t version, uint64_t i)
+{
+	return ((uint32_t)id * 100000u + version) ^ (uint32_t)(i * 2654435761u);
+}
+
+static inline void t_tensor_fill(uint32_t *p, uint64_t bytes, int id, uint32_t version)
+{
+	for (uint64_t i = 0; i < bytes / 4; i++)
+		p[i] = t_tensor_word(id, version, i);
+}
+
+static inline int t_tensor_check(const uint32_t *p, uint64_t bytes, int id, uint32_t version)
+{
+	for (uint64_t i = 0; i < bytes / 4; i++)
+		if (p[i] != t_tensor_word(id, version, i))
+			return 0;
+	return 1;
+}
 
 static inline int t_exit(void)
 {

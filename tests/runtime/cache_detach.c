@@ -27,23 +27,14 @@
 static uint64_t bytes[NT];
 static uint32_t version[NT];
 
-static uint32_t val(int id, uint64_t i)
-{
-	return ((uint32_t)id * 100000u + version[id]) ^ (uint32_t)(i * 2654435761u);
-}
-
 static void fill(uint32_t *p, int id)
 {
-	for (uint64_t i = 0; i < bytes[id] / 4; i++)
-		p[i] = val(id, i);
+	t_tensor_fill(p, bytes[id], id, version[id]);
 }
 
 static int check(const uint32_t *p, int id)
 {
-	for (uint64_t i = 0; i < bytes[id] / 4; i++)
-		if (p[i] != val(id, i))
-			return 0;
-	return 1;
+	return t_tensor_check(p, bytes[id], id, version[id]);
 }
 
 struct job {
