@@ -147,6 +147,12 @@ TENCACHE_API void tencache_arena_destroy(struct tencache_arena *a);
 TENCACHE_API int tencache_arena_set_high(struct tencache_arena *a, uint64_t min_size);
 /* -EINVAL for size 0, -ENOMEM when no extent fits. */
 TENCACHE_API int tencache_arena_alloc(struct tencache_arena *a, uint64_t size, uint64_t *off);
+/*
+ * Allocate exactly [off, off + size) of the best-fit region (a layout made
+ * ahead, e.g. a cache plan's). -EINVAL: size 0, off not aligned or outside
+ * the region; -EBUSY: part of the range is in use.
+ */
+TENCACHE_API int tencache_arena_alloc_at(struct tencache_arena *a, uint64_t size, uint64_t off);
 /* -ENOENT when off is not the start of a live allocation. */
 TENCACHE_API int tencache_arena_free(struct tencache_arena *a, uint64_t off);
 TENCACHE_API int tencache_arena_stats(struct tencache_arena *a, struct tencache_arena_stats *st);
@@ -508,6 +514,8 @@ struct tencache_cache_stats {
 	 */
 	uint64_t gpu_hits, gpu_stall_ns;
 	uint64_t last_gpu_hits, last_gpu_stall_ns;
+	uint64_t static_layouts;	/* plans whose GPU allocations would have
+					 * fragmented the arena, laid out ahead */
 };
 
 TENCACHE_API int tencache_cache_create(struct tencache *tc, struct tencache_cache **cp,

@@ -40,7 +40,8 @@ class CacheStats(ctypes.Structure):
                 ("table_loads", c_u32), ("table_saves", c_u32),
                 # on the compute's clock (GPU stream; host mode: = hits, stall_ns)
                 ("gpu_hits", c_u64), ("gpu_stall_ns", c_u64),
-                ("last_gpu_hits", c_u64), ("last_gpu_stall_ns", c_u64)]
+                ("last_gpu_hits", c_u64), ("last_gpu_stall_ns", c_u64),
+                ("static_layouts", c_u64)]
 
 
 class AdamParams(ctypes.Structure):

@@ -385,6 +385,61 @@ static int general_alloc(struct tencache_arena *a, uint64_t len, uint64_t req, u
 	return 0;
 }
 
+TENCACHE_API int tencache_arena_alloc_at(struct tencache_arena *a, uint64_t size, uint64_t off)
+{
+	struct tc_ext key, e, live;
+	uint64_t len;
+	size_t i;
+	int ret = 0;
+
+	if (!a || !size || off % a->align)
+		return -EINVAL;
+	len = TC_ALIGN_UP(size, a->align);
+	pthread_mutex_lock(&a->lock);
+	if (off < a->gbase || off + len > a->gbase + a->glen || off + len < off) {
+		ret = -EINVAL;	/* outside the best-fit region */
+		goto out;
+	}
+	/* the free extent that starts at or before off must hold the range */
+	key = (struct tc_ext){ .off = off + 1 };
+	i = extv_lower(&a->by_off, &key, ext_cmp_off);
+	if (!i || a->by_off.v[i - 1].off + a->by_off.v[i - 1].len < off + len) {
+		ret = -EBUSY;
+		goto out;
+	}
+	if (extv_reserve(&a->live, a->live.n + 1) ||
+	    extv_reserve(&a->by_off, a->live.n + 3) ||
+	    extv_reserve(&a->by_size, a->live.n + 3)) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	e = a->by_off.v[i - 1];
+	extv_remove_at(&a->by_off, i - 1);
+	extv_remove(&a->by_size, &e, ext_cmp_size);
+	if (off > e.off) {
+		struct tc_ext lo = { .off = e.off, .len = off - e.off };
+
+		extv_insert(&a->by_off, &lo, ext_cmp_off);
+		extv_insert(&a->by_size, &lo, ext_cmp_size);
+	}
+	if (e.off + e.len > off + len) {
+		struct tc_ext hi = { .off = off + len, .len = e.off + e.len - off - len };
+
+		extv_insert(&a->by_off, &hi, ext_cmp_off);
+		extv_insert(&a->by_size, &hi, ext_cmp_size);
+	}
+	live = (struct tc_ext){ .off = off, .len = len, .req = size };
+	extv_insert(&a->live, &live, ext_cmp_off);
+	a->gused += len;
+	a->gfree -= len;
+	account_alloc(a, len, size);
+out:
+	if (ret)
+		a->failed++;
+	pthread_mutex_unlock(&a->lock);
+	return ret;
+}
+
 TENCACHE_API int tencache_arena_set_high(struct tencache_arena *a, uint64_t min_size)
 {
 	if (!a)

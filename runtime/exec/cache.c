@@ -44,9 +44,12 @@ static int complete_one_free(struct tencache_cache *c, int gpu);
 static int poll_frees(struct tencache_cache *c);
 
 static int galloc(struct tencache_cache *c, struct tc_tstate *t);
+static int galloc_at(struct tencache_cache *c, struct tc_tstate *t, int64_t off);
 
 int tc_exec_galloc(struct tencache_cache *c, uint32_t id)
 {
+	if (c->start_goff)	/* a static layout's start set */
+		return galloc_at(c, &c->t[id], c->start_goff[id]);
 	return galloc(c, &c->t[id]);
 }
 
@@ -78,6 +81,25 @@ static int galloc(struct tencache_cache *c, struct tc_tstate *t)
 		       (unsigned long long)t->bytes, c->pos, (unsigned long long)c->p.gpu_budget,
 		       (unsigned long long)as.used, (unsigned long long)as.largest_free);
 		return ret;
+	}
+	t->goff = off;
+	return 0;
+}
+
+/* At the plan's static offset (setup.c plan_place). */
+static int galloc_at(struct tencache_cache *c, struct tc_tstate *t, int64_t off)
+{
+	int ret;
+
+	if (t->goff >= 0)
+		return 0;
+	if (off < 0)
+		return galloc(c, t);
+	ret = tencache_arena_alloc_at(c->garena, t->bytes, (uint64_t)off);
+	if (ret) {
+		tc_err(c->tc, "cache: the plan's GPU range at %lld (%llu bytes) is not free at access %u",
+		       (long long)off, (unsigned long long)t->bytes, c->pos);
+		return -ENOMEM;	/* leave the plan, as for fragmentation */
 	}
 	t->goff = off;
 	return 0;
@@ -640,7 +662,7 @@ static int issue_op(struct tencache_cache *c, uint32_t k)
 
 	switch (op->kind) {
 	case TC_OP_FETCH:
-		ret = galloc(c, t);
+		ret = c->op_goff ? galloc_at(c, t, c->op_goff[k]) : galloc(c, t);
 		ret = ret ?: gfreed_wait(c, c->h2d, t->goff, t->bytes);
 		ret = ret ?: wait_deps(c, c->h2d, op);
 		ret = ret ?: copy_h2d(c, t, op->tensor, e);
@@ -649,7 +671,7 @@ static int issue_op(struct tencache_cache *c, uint32_t k)
 		break;
 	case TC_OP_ALLOC:
 		/* the op that overwrites it waits for this event */
-		ret = galloc(c, t);
+		ret = c->op_goff ? galloc_at(c, t, c->op_goff[k]) : galloc(c, t);
 		ret = ret ?: gfreed_wait(c, c->h2d, t->goff, t->bytes);
 		ret = ret ?: xev_record(c, e, c->h2d);
 		break;

@@ -123,6 +123,9 @@ struct tencache_cache {
 #define TC_GPU_CLASSES 16
 	struct tencache_size_count ghist[TC_GPU_CLASSES];	/* the plan's GPU slabs */
 	unsigned nr_ghist;
+	/* a static GPU layout (setup.c plan_place), or NULL: the arena places */
+	int64_t *op_goff;		/* per plan op: FETCH/ALLOC offset, else -1 */
+	int64_t *start_goff;		/* per tensor: its offset in the start set */
 	uint32_t nr, cap;
 	struct tc_tstate *t;
 	uint64_t tick;

@@ -306,6 +306,9 @@ int tc_exec_learn(struct tencache_cache *c)
 
 static void free_plan_events(struct tencache_cache *c)
 {
+	free(c->op_goff);
+	free(c->start_goff);
+	c->op_goff = c->start_goff = NULL;
 	for (uint32_t k = 0; c->opev && k < c->plan.nr_ops; k++)
 		xev_fini(c, &c->opev[k]);
 	for (uint32_t i = 0; c->accev && i < c->nacc_ev; i++)
@@ -372,6 +375,171 @@ static int gpu_fits(struct tencache_cache *c, const struct tc_plan *pl,
 	tencache_arena_destroy(a);
 	free(off);
 	return fits;
+}
+
+/*
+ * A static GPU layout, for plans whose allocations fragment the arena when it
+ * places them as they come (gpu_fits). Every residency of a tensor on the GPU
+ * (FETCH or ALLOC to DROP, on the step's circle: one resident across the
+ * step's end continues into the next step's start set) gets an offset,
+ * biggest first, at the lowest address free in every residency it overlaps
+ * in time (greedy by size). 1 when they fit the budget (c->op_goff and
+ * c->start_goff set), 0 when not, -ENOMEM.
+ */
+struct tc_res {
+	uint64_t s, e;		/* on the circle: 0 <= s < T, s < e <= s + T */
+	uint64_t len, off;
+	uint32_t tensor;
+	int dead;		/* a start residency merged into the step's last */
+};
+
+static int res_overlap(const struct tc_res *a, const struct tc_res *b, uint64_t T)
+{
+	for (int k = -1; k <= 1; k++) {
+		int64_t bs = (int64_t)b->s + k * (int64_t)T, be = (int64_t)b->e + k * (int64_t)T;
+
+		if ((int64_t)a->s < be && bs < (int64_t)a->e)
+			return 1;
+	}
+	return 0;
+}
+
+static int res_by_size(const void *x, const void *y, void *arg)
+{
+	const struct tc_res *r = arg;
+	const struct tc_res *a = &r[*(const uint32_t *)x], *b = &r[*(const uint32_t *)y];
+
+	if (a->len != b->len)
+		return a->len > b->len ? -1 : 1;
+	if (a->e - a->s != b->e - b->s)
+		return a->e - a->s > b->e - b->s ? -1 : 1;
+	return a->s < b->s ? -1 : a->s > b->s;
+}
+
+static int u64_pair_cmp(const void *x, const void *y)
+{
+	const uint64_t *a = x, *b = y;
+
+	return a[0] < b[0] ? -1 : a[0] > b[0];
+}
+
+static int plan_place(struct tencache_cache *c, const struct tc_plan *pl)
+{
+	uint64_t T = (uint64_t)pl->nr_ops + 1;	/* the start set at 0, op k at k + 1 */
+	uint32_t nres = 0, *order = NULL, *op_res = NULL;
+	int32_t *open = NULL, *startres = NULL;
+	uint64_t *busy = NULL;
+	struct tc_res *r = NULL;
+	int fits = 0, ret = -ENOMEM;
+
+	r = calloc((size_t)c->nr + pl->nr_ops + 1, sizeof(*r));
+	op_res = malloc(((size_t)pl->nr_ops + 1) * sizeof(*op_res));
+	open = malloc(c->nr * sizeof(*open));
+	startres = malloc(c->nr * sizeof(*startres));
+	if (!r || !op_res || !open || !startres)
+		goto out;
+	ret = 0;
+	for (uint32_t t = 0; t < c->nr; t++) {
+		open[t] = startres[t] = -1;
+		if (pl->start_gpu[t] & 1) {
+			r[nres] = (struct tc_res){ .s = 0, .tensor = t };
+			open[t] = startres[t] = (int32_t)nres++;
+		}
+	}
+	for (uint32_t k = 0; k < pl->nr_ops; k++) {
+		const struct tc_op *op = &pl->ops[k];
+		uint32_t t = op->tensor;
+
+		op_res[k] = UINT32_MAX;
+		if (op->kind == TC_OP_FETCH || op->kind == TC_OP_ALLOC) {
+			if (open[t] >= 0)
+				goto out;	/* not a checked plan */
+			r[nres] = (struct tc_res){ .s = k + 1, .tensor = t };
+			op_res[k] = nres;
+			open[t] = (int32_t)nres++;
+		} else if (op->kind == TC_OP_DROP) {
+			if (open[t] < 0)
+				goto out;
+			r[open[t]].e = k + 1;
+			open[t] = -1;
+		}
+	}
+	for (uint32_t t = 0; t < c->nr; t++) {
+		if (open[t] < 0) {
+			if (startres[t] >= 0)
+				goto out;	/* not periodic */
+			continue;
+		}
+		if (startres[t] < 0)
+			goto out;
+		if (open[t] == startres[t]) {
+			r[open[t]].e = T;	/* resident all step */
+		} else {
+			r[open[t]].e = T + r[startres[t]].e;
+			r[startres[t]].dead = 1;
+		}
+	}
+	for (uint32_t i = 0; i < nres; i++)
+		r[i].len = TC_ALIGN_UP(c->t[r[i].tensor].bytes, 256);
+	order = malloc(nres * sizeof(*order));
+	busy = malloc(2 * (size_t)nres * sizeof(*busy));
+	if (!order || !busy) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t i = 0; i < nres; i++)
+		order[i] = i;
+	qsort_r(order, nres, sizeof(*order), res_by_size, r);
+	for (uint32_t n = 0; n < nres; n++) {
+		struct tc_res *x = &r[order[n]];
+		uint32_t nb = 0;
+		uint64_t at = 0;
+
+		if (x->dead)
+			continue;
+		for (uint32_t m = 0; m < n; m++) {
+			const struct tc_res *y = &r[order[m]];
+
+			if (!y->dead && res_overlap(x, y, T)) {
+				busy[2 * nb] = y->off;
+				busy[2 * nb++ + 1] = y->len;
+			}
+		}
+		qsort(busy, nb, 2 * sizeof(*busy), u64_pair_cmp);
+		for (uint32_t b = 0; b < nb && busy[2 * b] < at + x->len; b++)
+			if (busy[2 * b] + busy[2 * b + 1] > at)
+				at = busy[2 * b] + busy[2 * b + 1];
+		x->off = at;
+		if (at + x->len > c->p.gpu_budget)
+			goto out;	/* ret 0: does not fit */
+	}
+	c->op_goff = malloc(((size_t)pl->nr_ops + 1) * sizeof(*c->op_goff));
+	c->start_goff = malloc(((size_t)c->nr + 1) * sizeof(*c->start_goff));
+	if (!c->op_goff || !c->start_goff) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t k = 0; k < pl->nr_ops; k++)
+		c->op_goff[k] = op_res[k] == UINT32_MAX ? -1 : (int64_t)r[op_res[k]].off;
+	for (uint32_t t = 0; t < c->nr; t++) {
+		c->start_goff[t] = -1;
+		if (startres[t] >= 0)	/* merged: the step's last residency's place */
+			c->start_goff[t] = (int64_t)r[r[startres[t]].dead ? open[t] : startres[t]].off;
+	}
+	fits = 1;
+out:
+	if (!fits) {
+		free(c->op_goff);
+		free(c->start_goff);
+		c->op_goff = c->start_goff = NULL;
+	}
+	free(r);
+	free(op_res);
+	free(open);
+	free(startres);
+	free(order);
+	free(busy);
+	return ret < 0 ? ret : fits;
 }
 
 /*
@@ -476,6 +644,14 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 		if (!fits) {	/* slabs for the big sizes, then */
 			c->nr_ghist = gpu_classes(c, &c->plan, c->ghist, TC_GPU_CLASSES);
 			fits = c->nr_ghist ? gpu_fits(c, &c->plan, c->ghist, c->nr_ghist) : 0;
+		}
+		if (!fits) {	/* lay it out ahead instead */
+			c->nr_ghist = 0;
+			fits = plan_place(c, &c->plan);
+			if (fits > 0) {
+				tc_info(c->tc, "cache: the plan's GPU allocations would fragment the arena: laid out ahead");
+				c->st.static_layouts++;
+			}
 		}
 		if (fits < 0) {
 			tc_plan_free(&c->plan);

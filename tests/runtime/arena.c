@@ -152,6 +152,40 @@ static void test_best_fit_and_coalesce(void)
 	tencache_arena_destroy(a);
 }
 
+/* alloc_at: exact ranges, split and coalesced like any other. */
+static void test_alloc_at(void)
+{
+	struct tencache_arena *a;
+	struct tencache_arena_stats st;
+	uint64_t x;
+
+	T_EQ(tencache_arena_create(&a, 64 * A, A, NULL, 0), 0);
+	T_EQ(tencache_arena_alloc_at(NULL, A, 0), -EINVAL);
+	T_EQ(tencache_arena_alloc_at(a, 0, 0), -EINVAL);
+	T_EQ(tencache_arena_alloc_at(a, A, 1), -EINVAL);		/* not aligned */
+	T_EQ(tencache_arena_alloc_at(a, 2 * A, 63 * A), -EINVAL);	/* past the end */
+	T_EQ(tencache_arena_alloc_at(a, 4 * A, 10 * A), 0);		/* the middle */
+	T_EQ(tencache_arena_alloc_at(a, A, 12 * A), -EBUSY);	/* inside it */
+	T_EQ(tencache_arena_alloc_at(a, 4 * A, 8 * A), -EBUSY);	/* overlaps its start */
+	T_EQ(tencache_arena_alloc_at(a, 2 * A, 8 * A), 0);		/* just below */
+	T_EQ(tencache_arena_alloc_at(a, A - 1, 63 * A), 0);		/* the last page */
+	T_EQ(tencache_arena_stats(a, &st), 0);
+	T_EQ(st.used, 7 * A);
+	T_EQ(st.free_extents, 2);		/* [0, 8) and [14, 63) */
+	T_EQ(st.largest_free, 49 * A);
+	T_EQ(tencache_arena_alloc(a, 8 * A, &x), 0);	/* best fit: the 8-page hole */
+	T_EQ(x, 0);
+	T_EQ(tencache_arena_free(a, 10 * A), 0);
+	T_EQ(tencache_arena_free(a, 8 * A), 0);
+	T_EQ(tencache_arena_free(a, 63 * A), 0);
+	T_EQ(tencache_arena_free(a, 0), 0);
+	T_EQ(tencache_arena_stats(a, &st), 0);
+	T_EQ(st.free_extents, 1);
+	T_EQ(st.largest_free, 64 * A);
+	T_EQ(st.used, 0);
+	tencache_arena_destroy(a);
+}
+
 static void test_fragmentation(void)
 {
 	struct tencache_arena *a;
@@ -351,6 +385,7 @@ int main(void)
 	test_bad_inputs();
 	test_classes();
 	test_best_fit_and_coalesce();
+	test_alloc_at();
 	test_fragmentation();
 	test_random_model();
 	test_threads();
