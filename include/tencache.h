@@ -544,8 +544,10 @@ TENCACHE_API int tencache_release(struct tencache_cache *c, int id, void *stream
  * would, but the op is finished only when tencache_op_done(token) is called,
  * from any thread. Until then its tensors stay held (tencache_release returns
  * -EBUSY) and every copy of them waits; the cache's other calls go on. Release
- * them, from the cache's thread, after tencache_op_done (tencache_step_end
- * needs them released). Leaving a plan mid-step waits for detached ops.
+ * them from the cache's thread after tencache_op_done, in this step or a
+ * later one: tencache_step_end leaves them held, and acquiring them returns
+ * -EBUSY until they are released. Entering or leaving a plan, flush and
+ * tencache_tensor_host wait for detached ops: finish them on another thread.
  * -EINVAL: no host op is open (acquired, not yet released) or no token.
  */
 TENCACHE_API int tencache_op_detach(struct tencache_cache *c, uint64_t *token);

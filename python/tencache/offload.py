@@ -18,8 +18,10 @@ optimizer.step():
   step      per parameter a host op: grad, master, moments and the copy
             acquired as pinned host memory, the C AdamW, release; then the
             cache step ends. With overlap (the default) the host ops start
-            during backward, a few modules after their own, and AdamW runs
-            on a worker thread (overlap.py); step() waits for the rest.
+            during backward, a few modules after their own, AdamW runs on a
+            worker thread (overlap.py), and an update still running at
+            step() carries over: the next forward waits for each of its
+            modules' updates (with NVMe, step() waits for them all).
 Everything runs on torch's current stream.
 """
 import ctypes
@@ -221,6 +223,8 @@ class Runtime:
                 self.leaves.append(leaf)
         if not self.params:
             raise TencacheError("the model has no parameters to offload")
+        for i, q in enumerate(self.params):    # module order: forward's, roughly
+            q.index = i
 
     def _check_budget(self):
         a = max(256, self._pad)
@@ -454,6 +458,8 @@ class Runtime:
     def _fwd_pre(self, leaf):
         def hook(module, args):
             self._begin_step()
+            if self.host_ops:    # their last updates done and released
+                self.host_ops.settle(leaf.params)
             if leaf.state != IDLE:
                 raise TencacheError(
                     f"module '{leaf.name}' ran twice in one step: tencache supports one "
@@ -758,8 +764,10 @@ def offload(model, gpu_budget="8GiB", nvme_path=None, host_mode=None, *, dtype=N
 
     overlap=True runs each parameter's AdamW on a worker thread as soon as its
     module's backward is done (overlap.py), so the CPU optimizer overlaps the
-    GPU's backward. It reads lr, betas, eps and weight_decay when backward
-    runs: change them after optimizer.step(), as LR schedulers do.
+    GPU's backward and, without NVMe, the next forward: step() returns with
+    the last updates running, and each module's forward waits for its own.
+    It reads lr, betas, eps and weight_decay when backward runs: change them
+    after optimizer.step(), as LR schedulers do.
     overlap=False runs every update inside optimizer.step().
     """
     rt = Runtime(model, gpu_budget, nvme_path, host_mode, dtype, pinned_budget, nvme_budget,

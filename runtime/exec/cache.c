@@ -939,15 +939,26 @@ static int od_acquire(struct tencache_cache *c, uint32_t id, unsigned flags, voi
 
 /* ---- quiesce: every copy done, every deferred free made ----------------- */
 
-int tc_exec_quiesce(struct tencache_cache *c)
+/* Detached host ops write their tensors until they are done. */
+void tc_exec_wait_detached(struct tencache_cache *c)
 {
-	int ret = 0;
-
-	/* detached host ops write their tensors until they are done */
 	pthread_mutex_lock(&c->dlock);
 	while (c->det_live)
 		pthread_cond_wait(&c->dcond, &c->dlock);
 	pthread_mutex_unlock(&c->dlock);
+}
+
+int tc_exec_quiesce(struct tencache_cache *c)
+{
+	tc_exec_wait_detached(c);
+	return tc_exec_drain(c);
+}
+
+/* Every copy and staging job done; detached host ops may go on. */
+int tc_exec_drain(struct tencache_cache *c)
+{
+	int ret = 0;
+
 	if (c->cstream_used && !c->host_mode)
 		ret = c->dev->ops->stream_sync(c->dev, c->cstream_last);
 	ret = ret ?: c->dev->ops->stream_sync(c->dev, c->h2d);
@@ -1084,7 +1095,18 @@ int tencache_step_begin(struct tencache_cache *c)
 	c->op_open = 0;
 	c->op_first_acc = 0;
 	c->nr_op_ids = 0;
-	c->nr_det = 0;
+	/* done detached ops are forgotten; ones still running carry over */
+	pthread_mutex_lock(&c->dlock);
+	{
+		uint32_t n = 0;
+
+		while (n < c->nr_det && __atomic_load_n(&c->det[n].done, __ATOMIC_ACQUIRE))
+			n++;
+		memmove(c->det, c->det + n, (c->nr_det - n) * sizeof(*c->det));
+		c->nr_det -= n;
+		c->det_base += n;
+	}
+	pthread_mutex_unlock(&c->dlock);
 	c->step_t0 = tc_now_ns();
 	c->last_stall = 0;
 	c->last_acq = c->last_hits = 0;
@@ -1407,12 +1429,14 @@ static int release(struct tencache_cache *c, int id, void *stream, uint64_t comp
 		return -EINVAL;
 	if (!c->t[id].held)
 		return -ENOENT;
-	if (c->t[id].det && !__atomic_load_n(&c->det[c->t[id].det - 1].done, __ATOMIC_ACQUIRE))
+	if (c->t[id].det > c->det_base &&
+	    !__atomic_load_n(&c->det[c->t[id].det - c->det_base - 1].done, __ATOMIC_ACQUIRE))
 		return -EBUSY;	/* its detached op is still running */
-	c->t[id].det = 0;
 	s = c->host_mode ? NULL : stream;
 	t1 = tc_now_ns();
-	if (c->op_open == 1) {	/* the first release ends the op's acquires */
+	if (c->t[id].det) {	/* its op ended at detach, maybe a step ago */
+		c->t[id].det = 0;
+	} else if (c->op_open == 1) {	/* the first release ends the op's acquires */
 		ret = op_close(c, s, compute_ns, 0);
 		c->op_open = 2;
 	} else if (compute_ns) {
@@ -1475,12 +1499,13 @@ static int op_detach(struct tencache_cache *c, uint64_t *token)
 	d->first = c->op_first_acc;
 	d->end = c->pos - 1;
 	d->done = 0;
+	d->in_tl = 0;
 	d->t0 = d->t1 = tc_now_ns();
 	c->det_live++;
 	pthread_mutex_unlock(&c->dlock);
 	for (uint32_t k = 0; k < c->nr_op_ids; k++)
-		c->t[c->op_ids[k]].det = c->nr_det;
-	*token = c->nr_det;
+		c->t[c->op_ids[k]].det = c->det_base + c->nr_det;
+	*token = c->det_base + c->nr_det;
 	return 0;
 }
 
@@ -1499,11 +1524,12 @@ int tencache_op_done(struct tencache_cache *c, uint64_t token)
 	if (!c)
 		return -EINVAL;
 	pthread_mutex_lock(&c->dlock);
-	if (!token || token > c->nr_det || c->det[token - 1].done) {
+	if (token <= c->det_base || token - c->det_base > c->nr_det ||
+	    c->det[token - c->det_base - 1].done) {
 		pthread_mutex_unlock(&c->dlock);
 		return -EINVAL;
 	}
-	d = &c->det[token - 1];
+	d = &c->det[token - c->det_base - 1];
 	for (uint32_t i = d->first; i <= d->end; i++)
 		if (i < c->nacc_ev)
 			tc_hev_signal(c->dev, &c->accev[i].h, tc_hev_latest(c->dev, &c->accev[i].h));
@@ -1521,8 +1547,9 @@ int tencache_step_end(struct tencache_cache *c)
 
 	if (!c || !c->in_step)
 		return -EINVAL;
+	/* a detached op's tensors may stay held into the next step */
 	for (uint32_t i = 0; i < c->nr; i++)
-		if (c->t[i].held)
+		if (c->t[i].held && !c->t[i].det)
 			return -EBUSY;
 	if (c->planned && c->pos != c->trace.nr_acc) {
 		ret = tc_exec_leave_plan(c, "step ended early");
@@ -1532,8 +1559,16 @@ int tencache_step_end(struct tencache_cache *c)
 	ret = tc_exec_step_sync(c);
 	if (ret)
 		return ret;
-	for (uint32_t k = 0; k < c->nr_det; k++)
-		tc_exec_timeline_add(c, TC_TL_HOSTOP, c->det[k].end, c->det[k].t0, c->det[k].t1);
+	pthread_mutex_lock(&c->dlock);
+	for (uint32_t k = 0; k < c->nr_det; k++) {
+		struct tc_detached *d = &c->det[k];
+
+		if (d->done && !d->in_tl) {
+			tc_exec_timeline_add(c, TC_TL_HOSTOP, d->end, d->t0, d->t1);
+			d->in_tl = 1;
+		}
+	}
+	pthread_mutex_unlock(&c->dlock);
 	c->in_step = 0;
 	c->st.steps++;
 	c->st.last_step_ns = tc_now_ns() - c->step_t0;

@@ -93,7 +93,7 @@ struct tc_tstate {
 	uint8_t held;		/* acquired in the open op */
 	uint8_t held_host;	/* by a host op: its GPU copy is not in use */
 	uint8_t pinned_home;	/* keeps its pinned space for good */
-	uint32_t det;		/* held by detached host op det - 1; 0: none */
+	uint64_t det;		/* held by the detached host op of this token; 0: none */
 	int64_t goff, poff, noff;	/* space in each tier, -1: none */
 	uint64_t lru;
 	struct tc_xev ready;	/* on demand: its copy / last use on the GPU */
@@ -188,17 +188,20 @@ struct tencache_cache {
 
 	/*
 	 * Host ops detached by tencache_op_detach: their accesses' host events
-	 * are signalled by tencache_op_done, from any thread (dlock). A record
-	 * lives until the step ends.
+	 * are signalled by tencache_op_done, from any thread (dlock). Record k
+	 * has token det_base + k + 1; done records are dropped from the front
+	 * when a step begins, so an op may outlive its step.
 	 */
 	pthread_mutex_t dlock;
 	pthread_cond_t dcond;
 	struct tc_detached {
 		uint32_t first, end;	/* the op's accesses */
 		int done;		/* atomic */
+		int in_tl;		/* its span is on the timeline */
 		uint64_t t0, t1;	/* detached, done (timeline) */
 	} *det;
 	uint32_t nr_det, cap_det, det_live;
+	uint64_t det_base;
 	uint64_t step_t0, last_stall, last_acq, last_hits;
 	uint64_t last_gpu_stall, last_gpu_hits;
 
@@ -219,6 +222,8 @@ struct tencache_cache {
 /* cache.c */
 int tc_exec_complete_deferred(struct tencache_cache *c, struct tc_xev *e);
 int tc_exec_quiesce(struct tencache_cache *c);
+int tc_exec_drain(struct tencache_cache *c);
+void tc_exec_wait_detached(struct tencache_cache *c);
 int tc_exec_od_to_pinned(struct tencache_cache *c, uint32_t id);
 int tc_exec_copy_sync(struct tencache_cache *c, uint32_t id, int dir);
 int tc_exec_stage_sync(struct tencache_cache *c, uint32_t id, int write);

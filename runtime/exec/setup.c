@@ -306,6 +306,7 @@ int tc_exec_learn(struct tencache_cache *c)
 
 static void free_plan_events(struct tencache_cache *c)
 {
+	tc_exec_wait_detached(c);	/* they signal these events */
 	free(c->op_goff);
 	free(c->start_goff);
 	c->op_goff = c->start_goff = NULL;
@@ -844,7 +845,7 @@ int tc_exec_leave_plan(struct tencache_cache *c, const char *why)
 
 int tc_exec_step_sync(struct tencache_cache *c)
 {
-	int ret = tc_exec_quiesce(c);
+	int ret = tc_exec_drain(c);
 
 	return ret ?: tc_exec_timeline_resolve(c);
 }
