@@ -30,6 +30,9 @@ int bench_decide(int argc, char **argv);
 int bench_set_out(const char *path);
 /* The "# command:" and "# machine:" lines every results file starts with. */
 void bench_header(int argc, char **argv);
+struct option;
+/* "CMD: bad value for --NAME: ARG" for getopt value c of options lo; returns 2. */
+int bench_bad_value(const char *cmd, const struct option *lo, int c, const char *arg);
 
 /* 1 when this build has the CUDA part. */
 extern const int bench_have_cudart;

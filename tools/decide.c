@@ -692,15 +692,8 @@ int bench_decide(int argc, char **argv)
 		case 'h': usage(); return 0;
 		default: return usage();
 		}
-		if (ret) {
-			const char *name = "?";
-
-			for (const struct option *o = lo; o->name; o++)
-				if (o->val == c)
-					name = o->name;
-			fprintf(stderr, "decide: bad value for --%s: %s\n", name, optarg);
-			return 2;
-		}
+		if (ret)
+			return bench_bad_value("decide", lo, c, optarg);
 	}
 	if (optind < argc)
 		return usage();

@@ -323,15 +323,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 'h': usage(); return -1;
 		default: return usage();
 		}
-		if (bad) {
-			const char *name = "out";
-
-			for (const struct option *x = lo; x->name; x++)
-				if (x->val == c)
-					name = x->name;
-			fprintf(stderr, "replay: bad value for --%s: %s\n", name, optarg);
-			return 2;
-		}
+		if (bad)
+			return bench_bad_value("replay", lo, c, optarg);
 	}
 	if (optind < argc) {
 		fprintf(stderr, "replay: unexpected argument %s\n", argv[optind]);

@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <libaio.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -65,6 +66,17 @@ int bench_set_out(const char *path)
 		fclose(out);
 	out = f;
 	return 0;
+}
+
+int bench_bad_value(const char *cmd, const struct option *lo, int c, const char *arg)
+{
+	const char *name = "?";
+
+	for (const struct option *o = lo; o->name; o++)
+		if (o->val == c)
+			name = o->name;
+	fprintf(stderr, "%s: bad value for --%s: %s\n", cmd, name, arg);
+	return 2;
 }
 
 void bench_header(int argc, char **argv)
