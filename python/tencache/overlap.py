@@ -22,6 +22,7 @@ calls stay on the training thread:
     `window` bytes are held, and all of them at optimizer.step().
 Releases are not part of the learnt order, so their timing may vary.
 """
+import collections
 import ctypes
 import heapq
 import itertools
@@ -81,7 +82,7 @@ class HostOps:
         self._launch, self._retire = launch, retire
         self.window, self.lag = window, lag
         self.worker = _Worker()
-        self.ready = []                     # [(param, tick of its module's release)]
+        self.ready = collections.deque()    # (param, tick of its module's release)
         self.held = {}                      # param -> (held ids, future, bytes), launch order
         self.tick = self.held_bytes = self.step = 0
         self.carried = 0    # updates still running when their step ended
@@ -115,7 +116,7 @@ class HostOps:
 
     def _pump(self, final):
         while self.ready and (final or self.tick - self.ready[0][1] >= self.lag):
-            q, _ = self.ready.pop(0)
+            q, _ = self.ready.popleft()
             self.settle([q])    # an update of an earlier step not yet released
             t, hp, held, nbytes = self._launch(q)
             token = ctypes.c_uint64()
