@@ -539,6 +539,8 @@ def run_worker(args, cfg, method, deadline, env_extra):
         json.dump(cfg, f)
     env = dict(os.environ, **env_extra)
     env["PYTHONUNBUFFERED"] = "1"
+    if args.alloc_conf:    # the same for every method
+        env["PYTORCH_CUDA_ALLOC_CONF"] = args.alloc_conf
     log(f"== {method} (timeout {timeout:.0f} s, log {lpath})")
     t0 = time.time()
     with open(lpath, "w") as lf:
@@ -789,7 +791,8 @@ def table(args, order, results, setup, ratios, bound, ds_info):
     if r0.get("n_params"):
         L.append(f"Parameters: {r0['n_params'] / 1e6:.1f} M. GPU cap for the offload methods: "
                  f"{fmt_b(setup.get('cap'))} ({setup.get('cap_how')}). tencache gpu_budget: "
-                 f"{fmt_b(setup.get('gpu_budget'))} ({setup.get('gpu_budget_how')}).")
+                 f"{fmt_b(setup.get('gpu_budget'))} ({setup.get('gpu_budget_how')}). "
+                 f"PYTORCH_CUDA_ALLOC_CONF: {args.alloc_conf or 'from the environment'}.")
         L.append("")
     hdr = ["method", "status", "tokens/s", "step ms (median)", "fwd+bwd ms", "optimizer ms",
            "GPU alloc peak", "GPU reserved peak", "GPU total (reserved + arena)",
@@ -954,6 +957,10 @@ def main():
     ap.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
     ap.add_argument("--attn", default="sdpa", choices=("sdpa", "eager"))
     ap.add_argument("--lr", type=float, default=1e-4)
+    ap.add_argument("--alloc-conf", default="expandable_segments:True",
+                    help="PYTORCH_CUDA_ALLOC_CONF of every method (default: %(default)s, which "
+                         "keeps torch's allocator from fragmenting under the cap; '' keeps the "
+                         "environment's)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="/tmp/tencache-train-bench")
     ap.add_argument("--work", help="scratch (DeepSpeed install, torch extensions); "

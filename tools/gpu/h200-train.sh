@@ -44,17 +44,29 @@ step "build libtencache.so; meanwhile install DeepSpeed and build its cpu_adam"
 D=$TOP/.devdeps
 export C_INCLUDE_PATH=$D/include CPLUS_INCLUDE_PATH=$D/include LIBRARY_PATH=$D/lib
 export LD_LIBRARY_PATH=$D/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}	# libcjson.so.1, libnuma.so.1
-timeout -k 5 200 "$PY" bench/train_bench.py --prepare-deepspeed --device "${DEVICE:-cuda}" --out "$O" \
-	--work "$WORK" --ds-build-timeout 150 > "$O/deepspeed-prepare.log" 2>&1 &
-DS=$!
+# DeepSpeed is prepared unless --methods leaves it out
+NEED_DS=1
+ARGS=("$@")
+for i in "${!ARGS[@]}"; do
+	if [ "${ARGS[$i]}" = --methods ] && [[ "${ARGS[$((i + 1))]:-}" != *deepspeed* ]]; then
+		NEED_DS=0
+	fi
+done
+if [ $NEED_DS = 1 ]; then
+	timeout -k 5 200 "$PY" bench/train_bench.py --prepare-deepspeed --device "${DEVICE:-cuda}" \
+		--out "$O" --work "$WORK" --ds-build-timeout 150 > "$O/deepspeed-prepare.log" 2>&1 &
+	DS=$!
+fi
 if make -s -j16 -C runtime > "$O/build.log" 2>&1 && [ -e build/libtencache.so ]; then
 	echo "built build/libtencache.so"
 else
 	tail -20 "$O/build.log"
 	echo "libtencache.so build FAILED: the tencache method will fail"
 fi
-wait $DS
-echo "DeepSpeed prepare: exit $? ($(tail -n 1 "$O/deepspeed-prepare.log" | cut -c1-600))"
+if [ $NEED_DS = 1 ]; then
+	wait $DS
+	echo "DeepSpeed prepare: exit $? ($(tail -n 1 "$O/deepspeed-prepare.log" | cut -c1-600))"
+fi
 
 step "train_bench"
 export TENCACHE_LIB=$TOP/build/libtencache.so PYTHONPATH=$TOP/python${PYTHONPATH:+:$PYTHONPATH}
