@@ -166,6 +166,7 @@ class Runtime:
             threads = len(os.sched_getaffinity(0)) // (self.group.local_world if self.group else 1)
             threads = max(1, threads - 2) if overlap else max(1, threads)
         self.nvme_path = str(nvme_path) if nvme_path else None
+        self.threads = threads    # AdamW threads; 0: the library's default
         try:
             self._create(nvme_path, pinned_budget, nvme_budget, policy, warmup_steps,
                          timeline, threads)
