@@ -92,10 +92,12 @@ MODELS = {
                                  intermediate_size=11008, max_position_embeddings=4096)),
 }
 METHODS = ("ideal", "naive", "deepspeed", "deepspeed2", "deepspeed3", "tencache",
-           "tencache-serial")    # tencache-serial: offload(overlap=False), AdamW after backward
+           "tencache-serial", "tencache-nocarry")
+# tencache-serial: offload(overlap=False), AdamW after backward; tencache-nocarry:
+# offload(overlap="backward"), AdamW beside backward, all done at step()
 # per-method timeouts (s), at most what is left of --deadline
 TIMEOUTS = {"ideal": 90, "naive": 150, "deepspeed2": 150, "deepspeed3": 180, "tencache": 150,
-            "tencache-serial": 150}
+            "tencache-serial": 150, "tencache-nocarry": 150}
 
 
 def log(*a):
@@ -279,11 +281,13 @@ class Tencache:
             self.budget = int(0.6 * 2 * sum(p.numel() for p in model.parameters()))
         self.model, self.opt = tencache.offload(
             model, gpu_budget=self.budget, host_mode=dev.type != "cuda", dtype=torch.bfloat16,
-            timeline=cfg["timeline"] and overlap, policy=cfg["policy"], overlap=overlap,
+            timeline=cfg["timeline"] and overlap is True, policy=cfg["policy"], overlap=overlap,
             **cfg["hp"])
         self.rt = self.opt.tencache
-        self.desc += f" (policy {cfg['policy']}, gpu_budget {fmt_b(self.budget)}, AdamW " \
-            f"{'overlapped with backward' if overlap else 'after backward (overlap=False)'})"
+        how = {True: "overlapped with backward and the next forward",
+               "backward": "overlapped with backward, all done at step() (overlap='backward')",
+               False: "after backward (overlap=False)"}[overlap]
+        self.desc += f" (policy {cfg['policy']}, gpu_budget {fmt_b(self.budget)}, AdamW {how})"
         self.stats = [self.rt.stats()]
 
     def forward(self, x):
@@ -419,7 +423,8 @@ def worker(cfg, method, result_path):
         m = DeepSpeed(model, cfg, dev, int(method[-1]))
         res["ds_config"] = m.conf
     elif method.startswith("tencache"):
-        m = Tencache(model, cfg, dev, overlap=method == "tencache")
+        m = Tencache(model, cfg, dev, overlap={"tencache": True, "tencache-serial": False,
+                                               "tencache-nocarry": "backward"}[method])
         res["gpu_budget"] = m.budget
     else:
         raise SystemExit(f"unknown method {method}")

@@ -171,10 +171,13 @@ class Runtime:
             self._create(nvme_path, pinned_budget, nvme_budget, policy, warmup_steps,
                          timeline, threads)
             if overlap:
-                # with NVMe only pinned_budget is pinned: hold a quarter of it
+                # with NVMe only pinned_budget is pinned: hold a quarter of it;
+                # "backward": no bound, but all released at step()
+                window = self._pinned_budget // 4 if nvme_path else None
+                if overlap == "backward":
+                    window = window or float("inf")
                 self.host_ops = O.HostOps(self.lib, self.cache, self.adam, self._host_op,
-                                          self._host_op_done,
-                                          self._pinned_budget // 4 if nvme_path else None)
+                                          self._host_op_done, window)
             self._register()
             self._init_values()
         except BaseException:
@@ -769,7 +772,8 @@ def offload(model, gpu_budget="8GiB", nvme_path=None, host_mode=None, *, dtype=N
     the last updates running, and each module's forward waits for its own.
     It reads lr, betas, eps and weight_decay when backward runs: change them
     after optimizer.step(), as LR schedulers do.
-    overlap=False runs every update inside optimizer.step().
+    overlap="backward" overlaps backward only: step() returns with every update
+    done. overlap=False runs every update inside optimizer.step().
     """
     rt = Runtime(model, gpu_budget, nvme_path, host_mode, dtype, pinned_budget, nvme_budget,
                  policy, warmup_steps, timeline, threads, process_group, host_budget,
