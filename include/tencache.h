@@ -453,6 +453,11 @@ enum tencache_policy {
 					    * arena, copies are memcpy, compute
 					    * time comes from the caller */
 #define TENCACHE_CACHE_TIMELINE	(1u << 1) /* record a Perfetto timeline */
+#define TENCACHE_CACHE_NO_ISSUER (1u << 2) /* make the copy streams' device calls
+					    * (copies, their events) on the
+					    * caller's thread; default: a thread
+					    * per cache makes them, so acquire and
+					    * release only queue them */
 
 struct tencache_cache_params {
 	uint32_t flags;			/* TENCACHE_CACHE_* */

@@ -25,6 +25,9 @@
  *
  * Side by side, in one run:
  *   ours       the planned path: Belady eviction, timed prefetch (the goal)
+ *   no-issuer  the same, with the copy streams' device calls made on the
+ *              caller's thread (TENCACHE_CACHE_NO_ISSUER): what the issuer
+ *              thread saves the caller
  *   resident   the planned path with a GPU budget of all the state (fetches
  *              only what the CPU optimizer rewrote)
  *   on-demand  the same API with planning off (the profiler never stops):
@@ -276,11 +279,13 @@ static int nv_release(struct naive *nv, uint64_t key)
 
 /* ---- one variant's run ---------------------------------------------------- */
 
-enum { V_OURS, V_RESIDENT, V_ONDEMAND, V_NAIVE, V_NR };
+enum { V_OURS, V_NOISS, V_RESIDENT, V_ONDEMAND, V_NAIVE, V_NR };
 
-static const char *const vnames[V_NR] = { "ours", "resident", "on-demand", "naive" };
+static const char *const vnames[V_NR] = { "ours", "no-issuer", "resident", "on-demand",
+					  "naive" };
 static const char *const vdesc[V_NR] = {
 	"tencache planned: Belady eviction + timed prefetch, --gpu-budget",
+	"ours with TENCACHE_CACHE_NO_ISSUER: copies and their events on the caller's thread",
 	"tencache planned, GPU budget = all state (fetches only what the CPU optimizer rewrote)",
 	"tencache, planning off (profiling on): fetch on demand, LRU",
 	"hash map + LRU list + byte budget (bookkeeping only, no copies)",
@@ -296,6 +301,7 @@ struct calls {
 struct vres {
 	bool ran;
 	double dec_cpu, dec_wall;	/* whole pass: per acquire or release */
+	double dec_proc;		/* the same, every thread's CPU */
 	double acq, acq_p50, acq_p99, acq_sw;	/* split: ns; share switched out */
 	double rel, rel_p50, rel_p99, rel_sw;
 	double step_cpu;		/* step_end + step_begin, CPU ns */
@@ -309,7 +315,7 @@ struct ctx {
 	uint32_t steps, warmup;		/* steps per measured pass, warm-up steps */
 	double tcost;			/* wall-clock pair, ns */
 	struct calls acq, rel;
-	uint64_t whole_cpu, whole_wall, whole_n;
+	uint64_t whole_cpu, whole_wall, whole_proc, whole_n;
 	uint64_t step_cpu, step_n;
 };
 
@@ -336,7 +342,8 @@ static void reset(struct ctx *x)
 	memset(&x->rel, 0, sizeof(x->rel));
 	x->acq.ns = a;
 	x->rel.ns = r;
-	x->whole_cpu = x->whole_wall = x->whole_n = x->step_cpu = x->step_n = 0;
+	x->whole_cpu = x->whole_wall = x->whole_proc = x->whole_n = 0;
+	x->step_cpu = x->step_n = 0;
 }
 
 static uint64_t switches(void)
@@ -386,6 +393,7 @@ static void finish(struct ctx *x, struct vres *r)
 {
 	r->dec_cpu = x->whole_n ? (double)x->whole_cpu / x->whole_n : 0;
 	r->dec_wall = x->whole_n ? (double)x->whole_wall / x->whole_n : 0;
+	r->dec_proc = x->whole_n ? (double)x->whole_proc / x->whole_n : 0;
 	r->step_cpu = x->step_n ? (double)x->step_cpu / x->step_n : 0;
 	summarize(x, &x->acq, &r->acq, &r->acq_p50, &r->acq_p99, &r->acq_sw);
 	summarize(x, &x->rel, &r->rel, &r->rel_p50, &r->rel_p99, &r->rel_sw);
@@ -405,7 +413,7 @@ static int run_naive(struct ctx *x, uint64_t budget, struct vres *r)
 	for (uint32_t k = 0; k < x->warmup + 2 * x->steps && !ret; k++) {
 		int m = pass_of(x, k);
 		uint32_t start = 0;
-		uint64_t w0 = wall_ns(), c0 = cpu_ns();
+		uint64_t w0 = wall_ns(), c0 = cpu_ns(), p0 = clk(CLOCK_PROCESS_CPUTIME_ID);
 
 		if (k == x->warmup)
 			acq0 = nv.acquires, hit0 = nv.hits;
@@ -424,6 +432,7 @@ static int run_naive(struct ctx *x, uint64_t budget, struct vres *r)
 		if (m == P_WHOLE) {
 			x->whole_cpu += cpu_ns() - c0;
 			x->whole_wall += wall_ns() - w0;
+			x->whole_proc += clk(CLOCK_PROCESS_CPUTIME_ID) - p0;
 			x->whole_n += 2 * tr->nr_acc;
 		}
 		x->step_n += m != P_WARMUP;	/* a step boundary costs it nothing */
@@ -444,8 +453,8 @@ static int cache_fail(const char *what, uint32_t i, int ret)
 	return ret;
 }
 
-static int run_cache(struct ctx *x, struct tencache *tc, bool host, uint64_t budget,
-		     uint32_t warmup_steps, const char *name, struct vres *r)
+static int run_cache(struct ctx *x, struct tencache *tc, bool host, unsigned flags,
+		     uint64_t budget, uint32_t warmup_steps, const char *name, struct vres *r)
 {
 	const struct tc_trace *tr = x->tr;
 	struct tencache_cache_params cp = { 0 };
@@ -453,7 +462,7 @@ static int run_cache(struct ctx *x, struct tencache *tc, bool host, uint64_t bud
 	struct tencache_cache *c;
 	int *ids, ret;
 
-	cp.flags = host ? TENCACHE_CACHE_HOST_MODE : 0;
+	cp.flags = (host ? TENCACHE_CACHE_HOST_MODE : 0) | flags;
 	cp.policy = TENCACHE_POLICY_OURS;
 	cp.gpu_budget = budget;
 	cp.warmup_steps = warmup_steps;
@@ -475,7 +484,7 @@ static int run_cache(struct ctx *x, struct tencache *tc, bool host, uint64_t bud
 	for (uint32_t k = 0; k < x->warmup + 2 * x->steps && !ret; k++) {
 		int m = pass_of(x, k);
 		uint32_t start = 0;
-		uint64_t w0, c0, cb;
+		uint64_t w0, c0, p0, cb;
 
 		if (k == x->warmup && (ret = tencache_cache_stats(c, &s0)))
 			break;
@@ -489,6 +498,7 @@ static int run_cache(struct ctx *x, struct tencache *tc, bool host, uint64_t bud
 		}
 		w0 = wall_ns();
 		c0 = cpu_ns();
+		p0 = clk(CLOCK_PROCESS_CPUTIME_ID);
 		for (uint32_t i = 0; i < tr->nr_acc && !ret; i++) {
 			const struct tc_access *ac = &tr->acc[i];
 			void *ptr;
@@ -515,6 +525,7 @@ static int run_cache(struct ctx *x, struct tencache *tc, bool host, uint64_t bud
 		if (m == P_WHOLE) {
 			x->whole_cpu += cpu_ns() - c0;
 			x->whole_wall += wall_ns() - w0;
+			x->whole_proc += clk(CLOCK_PROCESS_CPUTIME_ID) - p0;
 			x->whole_n += 2 * tr->nr_acc;
 		}
 		c0 = cpu_ns();
@@ -760,15 +771,19 @@ int bench_decide(int argc, char **argv)
 		fprintf(stderr, "  %-9s ...\n", vnames[v]);
 		switch (v) {
 		case V_OURS:
-			ret = run_cache(&x, tc, host, budget, 1, vnames[v], &res[v]);
+			ret = run_cache(&x, tc, host, 0, budget, 1, vnames[v], &res[v]);
+			break;
+		case V_NOISS:
+			ret = run_cache(&x, tc, host, TENCACHE_CACHE_NO_ISSUER, budget, 1,
+					vnames[v], &res[v]);
 			break;
 		case V_RESIDENT:
-			ret = run_cache(&x, tc, host, all, 1, vnames[v], &res[v]);
+			ret = run_cache(&x, tc, host, 0, all, 1, vnames[v], &res[v]);
 			break;
 		case V_ONDEMAND:
 			/* the profiler never hands over to a plan */
-			ret = run_cache(&x, tc, host, budget, warmup + 2 * steps + 1, vnames[v],
-					&res[v]);
+			ret = run_cache(&x, tc, host, 0, budget, warmup + 2 * steps + 1,
+					vnames[v], &res[v]);
 			break;
 		case V_NAIVE:
 			ret = run_naive(&x, budget, &res[v]);
@@ -777,7 +792,8 @@ int bench_decide(int argc, char **argv)
 		if (ret)
 			fails++;
 		/* the planned variants must have run every measured step from a plan */
-		if (!ret && (v == V_OURS || v == V_RESIDENT) && res[v].planned != 2 * steps) {
+		if (!ret && (v == V_OURS || v == V_NOISS || v == V_RESIDENT) &&
+		    res[v].planned != 2 * steps) {
 			fprintf(stderr, "decide: %s: only %llu of %u measured steps ran from a "
 				"plan (see the cache's warning above); the figures are not the "
 				"planned path's\n", vnames[v], (unsigned long long)res[v].planned,
@@ -786,11 +802,11 @@ int bench_decide(int argc, char **argv)
 		}
 	}
 
-	say("\n%-10s %9s %9s %8s | %8s %7s %7s %6s | %8s %7s %7s %6s | %8s %7s %7s %6s\n",
-	     "variant", "CPU ns", "wall ns", "acquire", "acquire", "p50", "p99", "switch",
+	say("\n%-10s %9s %9s %9s %8s | %8s %7s %7s %6s | %8s %7s %7s %6s | %8s %7s %7s %6s\n",
+	     "variant", "CPU ns", "wall ns", "all thr", "acquire", "acquire", "p50", "p99", "switch",
 	     "release", "p50", "p99", "switch", "step", "hit %", "planned", "own");
-	say("%-10s %9s %9s %8s | %8s %7s %7s %6s | %8s %7s %7s %6s | %8s %7s %7s %6s\n", "",
-	     "/decision", "/decision", "CPU ns", "ns", "", "", "%", "ns", "", "", "%", "CPU us",
+	say("%-10s %9s %9s %9s %8s | %8s %7s %7s %6s | %8s %7s %7s %6s | %8s %7s %7s %6s\n", "",
+	     "/decision", "/decision", "CPU ns", "CPU ns", "ns", "", "", "%", "ns", "", "", "%", "CPU us",
 	     "", "steps", "ns");
 	for (int v = 0; v < V_NR; v++) {
 		const struct vres *r = &res[v];
@@ -799,8 +815,8 @@ int bench_decide(int argc, char **argv)
 			say("%-10s %9s\n", vnames[v], "error");
 			continue;
 		}
-		say("%-10s %9.0f %9.0f %8.0f | %8.0f %7.0f %7.0f %6.2f | %8.0f %7.0f %7.0f %6.2f | "
-		     "%8.1f %7.2f %7llu ", vnames[v], r->dec_cpu, r->dec_wall,
+		say("%-10s %9.0f %9.0f %9.0f %8.0f | %8.0f %7.0f %7.0f %6.2f | %8.0f %7.0f %7.0f %6.2f | "
+		     "%8.1f %7.2f %7llu ", vnames[v], r->dec_cpu, r->dec_wall, r->dec_proc,
 		     sub(2 * r->dec_cpu, r->rel), r->acq, r->acq_p50, r->acq_p99, 100 * r->acq_sw,
 		     r->rel, r->rel_p50, r->rel_p99, 100 * r->rel_sw, r->step_cpu / 1e3,
 		     100 * r->hit, (unsigned long long)r->planned);
@@ -815,7 +831,8 @@ int bench_decide(int argc, char **argv)
 	say("  CPU, wall ns/decision: a pass of %u steps with the clocks read once per step\n"
 	     "    around its acquires and releases (the caller thread's CPU time: waits block; the\n"
 	     "    futex calls and context switches of blocking are in it); acquire CPU ns: the\n"
-	     "    same less the releases (2 x decision - release)\n"
+	     "    same less the releases (2 x decision - release); all thr: the process's CPU\n"
+	     "    in that pass per decision, every thread (the issuer's, host mode's copies)\n"
 	     "  acquire, release ns: another pass of %u steps, each call timed by the wall clock:\n"
 	     "    mean, p50, p99 of the calls during which the thread did not switch out (their\n"
 	     "    wall time is CPU time); switch: the share that did (blocked on a copy in host\n"
@@ -830,7 +847,7 @@ int bench_decide(int argc, char **argv)
 		 * acquires that did not switch out; the whole figure is shown beside */
 		bool pass = o->dec_cpu <= GOAL_NS && o->acq <= GOAL_NS && o->rel <= GOAL_NS;
 
-		for (int v = V_RESIDENT; v < V_NR; v++) {
+		for (int v = V_NOISS; v < V_NR; v++) {
 			const struct vres *b = &res[v];
 			char ra[32] = "-", rr[32] = "-";
 

@@ -9,6 +9,13 @@
  * again replaces what a later wait waits for; a wait captures the instance
  * recorded at the time of the call. Host-domain events (tc_hev) are signalled
  * by host code (staging, host ops); device events by a stream.
+ *
+ * The issuer (dev_issuer.c) wraps either backend: a thread per device makes
+ * the calls that put work on the device's own streams (copies, their event
+ * records and waits), so the caller's thread only queues them. Calls that
+ * order a caller's stream (its records and waits) stay on the caller, after
+ * the issuer has made the record they name; query answers from what the
+ * issuer saw complete, without a driver call (0 may be stale: "not yet seen").
  */
 #ifndef TENCACHE_EXEC_DEV_H
 #define TENCACHE_EXEC_DEV_H
@@ -66,6 +73,8 @@ struct tc_dev {
 	struct tencache *tc;
 	void *base;			/* the "GPU" region */
 	uint64_t bytes;
+	struct tc_dev *hdev;		/* whose lock host events use: itself, or
+					 * the issuer's backend (its streams wait) */
 	/* host events: one lock and condition for all of them */
 	pthread_mutex_t hlock;
 	pthread_cond_t hcond;
@@ -73,6 +82,14 @@ struct tc_dev {
 
 extern const struct tc_dev_ops tc_dev_host_ops;
 extern const struct tc_dev_ops tc_dev_cuda_ops;
+
+/*
+ * Wraps the open device *dp in an issuer (dev_issuer.c): on success *dp is
+ * the wrapper, which closes the backend at its close; on failure *dp is
+ * left as it was. The issuer's errors are sticky: every later call returns
+ * the first one.
+ */
+int tc_dev_issuer_wrap(struct tc_dev **dp);
 
 /* host events (dev_host.c) */
 void tc_dev_hinit(struct tc_dev *d);

@@ -24,6 +24,7 @@ uint64_t tc_now_ns(void)
 
 void tc_dev_hinit(struct tc_dev *d)
 {
+	d->hdev = d;
 	pthread_mutex_init(&d->hlock, NULL);
 	pthread_cond_init(&d->hcond, NULL);
 }
@@ -32,6 +33,7 @@ uint64_t tc_hev_arm(struct tc_dev *d, struct tc_hev *h)
 {
 	uint64_t inst;
 
+	d = d->hdev;
 	pthread_mutex_lock(&d->hlock);
 	inst = ++h->rec;
 	pthread_mutex_unlock(&d->hlock);
@@ -40,6 +42,7 @@ uint64_t tc_hev_arm(struct tc_dev *d, struct tc_hev *h)
 
 void tc_hev_signal(struct tc_dev *d, struct tc_hev *h, uint64_t inst)
 {
+	d = d->hdev;
 	pthread_mutex_lock(&d->hlock);
 	if (h->done < inst)
 		h->done = inst;
@@ -51,6 +54,7 @@ uint64_t tc_hev_latest(struct tc_dev *d, struct tc_hev *h)
 {
 	uint64_t inst;
 
+	d = d->hdev;
 	pthread_mutex_lock(&d->hlock);
 	inst = h->rec;
 	pthread_mutex_unlock(&d->hlock);
@@ -59,6 +63,7 @@ uint64_t tc_hev_latest(struct tc_dev *d, struct tc_hev *h)
 
 void tc_hev_wait(struct tc_dev *d, struct tc_hev *h, uint64_t inst)
 {
+	d = d->hdev;
 	pthread_mutex_lock(&d->hlock);
 	while (h->done < inst)
 		pthread_cond_wait(&d->hcond, &d->hlock);
@@ -69,6 +74,7 @@ int tc_hev_done(struct tc_dev *d, struct tc_hev *h)
 {
 	int done;
 
+	d = d->hdev;
 	pthread_mutex_lock(&d->hlock);
 	done = h->done >= h->rec;
 	pthread_mutex_unlock(&d->hlock);

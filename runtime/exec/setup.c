@@ -183,6 +183,11 @@ int tc_exec_freeze(struct tencache_cache *c)
 				c->p.gpu_budget, &c->dev);
 	if (ret)
 		return ret;
+	if (!(c->p.flags & TENCACHE_CACHE_NO_ISSUER)) {
+		ret = tc_dev_issuer_wrap(&c->dev);
+		if (ret)
+			goto fail;
+	}
 	ret = tencache_arena_create(&c->garena, c->p.gpu_budget, 256, NULL, 0);
 	if (!ret)
 		tencache_arena_set_high(c->garena, c->p.gpu_budget / 16);
@@ -263,8 +268,10 @@ int tc_exec_freeze(struct tencache_cache *c)
 	c->frozen = 1;
 	tc_fmt_bytes(b1, sizeof(b1), sum);
 	tc_fmt_bytes(b2, sizeof(b2), c->p.gpu_budget);
-	tc_info(c->tc, "cache: %u tensors, %s; GPU budget %s; %s mode; profiling %u step(s)",
-		c->nr, b1, b2, c->dev->ops->name, c->p.warmup_steps);
+	tc_info(c->tc, "cache: %u tensors, %s; GPU budget %s; %s mode%s; profiling %u step(s)",
+		c->nr, b1, b2, c->host_mode ? "host" : "cuda",
+		(c->p.flags & TENCACHE_CACHE_NO_ISSUER) ? "" : ", copies issued by a thread",
+		c->p.warmup_steps);
 	if (c->p.table_path)
 		table_load(c);
 	return 0;

@@ -3,7 +3,8 @@
  * every policy, with and without an NVMe tier, and every value read is
  * checked against a model of what was last written, including plans whose
  * GPU allocations are laid out ahead (static_layouts). Also an order change
- * (re-profiling), flush, and every bad input of the cache API. */
+ * (re-profiling), flush, and every bad input of the cache API; one policy
+ * again without the issuer thread (TENCACHE_CACHE_NO_ISSUER). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -113,11 +114,12 @@ static int step(struct tencache_cache *c, int swap)
 
 /* plans laid out ahead (setup.c plan_place): the path must be exercised */
 static uint64_t static_layouts;
+static unsigned extra_flags;	/* TENCACHE_CACHE_NO_ISSUER: copies on this thread */
 
 static int run(struct tencache *tc, unsigned policy, int nvme, const char *dir)
 {
 	struct tencache_cache_params p = { .flags = TENCACHE_CACHE_HOST_MODE |
-					   TENCACHE_CACHE_TIMELINE, .policy = policy };
+					   TENCACHE_CACHE_TIMELINE | extra_flags, .policy = policy };
 	struct tencache_cache_stats st;
 	struct tencache_cache *c;
 	uint64_t total = 0;
@@ -307,6 +309,12 @@ int main(int argc, char **argv)
 				T_EQ(run(tc, pol, 1, dir), 0);
 		}
 	}
+	/* without the issuer thread (the default has one) */
+	extra_flags = TENCACHE_CACHE_NO_ISSUER;
+	gen(1);
+	T_EQ(run(tc, TENCACHE_POLICY_OURS, 0, dir), 0);
+	if (odirect)
+		T_EQ(run(tc, TENCACHE_POLICY_OURS, 1, dir), 0);
 	if (!odirect)
 		printf("NVMe tier not tested: %s refuses O_DIRECT\n", dir);
 	/* at these budgets about a third of the plans fragment the arena */
