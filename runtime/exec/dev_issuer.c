@@ -49,8 +49,7 @@
 #define cpu_relax()	__asm__ __volatile__("" ::: "memory")
 #endif
 
-enum { C_COPY, C_SPIN, C_RECORD, C_WAIT, C_WAIT_HOST, C_WATCH, C_EV_DESTROY,
-       C_S_DESTROY, C_EXIT };
+enum { C_COPY, C_SPIN, C_RECORD, C_WAIT, C_WAIT_HOST, C_WATCH, C_S_DESTROY, C_EXIT };
 
 struct iss_stream {
 	void *b;			/* the backend's stream */
@@ -68,6 +67,9 @@ struct iss_ev {
 	struct iss_ev *prev, *next;
 	int list;			/* -1: none */
 	uint64_t winst;			/* the instance it waits to see complete */
+	/* destroyed: freed once the commands queued before are made */
+	struct iss_ev *dead_next;
+	uint64_t dead_seq;
 };
 
 struct iss_cmd {
@@ -99,6 +101,7 @@ struct iss_dev {
 	pthread_cond_t qcond;
 	int sleeping;			/* under qlock: the issuer waits on qcond */
 	uint64_t tail;			/* atomic: commands queued (the last one's seq) */
+	struct iss_ev *dead;		/* under qlock: destroyed events */
 	/* rlock: running commands, the watch lists */
 	pthread_mutex_t rlock;
 	uint64_t head;			/* atomic: commands made */
@@ -276,11 +279,6 @@ static void iss_run(struct iss_dev *w, struct iss_cmd *c)
 	case C_WATCH:
 		watch(w, c->e, c->s, c->len);
 		break;
-	case C_EV_DESTROY:
-		unwatch(w, c->e);
-		w->bo->event_destroy(w->b, c->e->b);
-		free(c->e);
-		break;
 	case C_S_DESTROY:
 		w->bo->stream_destroy(w->b, c->ws->b);
 		free(c->ws);
@@ -288,6 +286,37 @@ static void iss_run(struct iss_dev *w, struct iss_cmd *c)
 	}
 	if (r)
 		iss_fail(w, r);
+}
+
+/* Frees the destroyed events that no queued command names; under rlock. */
+static void iss_reap(struct iss_dev *w)
+{
+	struct iss_ev *keep = NULL, *e, *n;
+
+	pthread_mutex_lock(&w->qlock);
+	e = w->dead;
+	w->dead = NULL;
+	pthread_mutex_unlock(&w->qlock);
+	for (; e; e = n) {
+		n = e->dead_next;
+		if (e->dead_seq > w->head) {
+			e->dead_next = keep;
+			keep = e;
+			continue;
+		}
+		unwatch(w, e);
+		w->bo->event_destroy(w->b, e->b);
+		free(e);
+	}
+	if (!keep)
+		return;
+	pthread_mutex_lock(&w->qlock);
+	for (e = keep; e; e = n) {
+		n = e->dead_next;
+		e->dead_next = w->dead;
+		w->dead = e;
+	}
+	pthread_mutex_unlock(&w->qlock);
 }
 
 /* Makes the next queued command; under rlock, with one queued. */
@@ -336,6 +365,11 @@ static void *iss_main(void *arg)
 			pthread_mutex_unlock(&w->rlock);
 			worked = 1;
 		}
+		if (__atomic_load_n(&w->dead, __ATOMIC_RELAXED)) {
+			pthread_mutex_lock(&w->rlock);
+			iss_reap(w);
+			pthread_mutex_unlock(&w->rlock);
+		}
 		if (__atomic_load_n(&w->exit, __ATOMIC_RELAXED))
 			break;
 		now = tc_now_ns();
@@ -358,7 +392,7 @@ static void *iss_main(void *arg)
 		pthread_mutex_lock(&w->qlock);
 		w->sleeping = 1;
 		if (__atomic_load_n(&w->tail, __ATOMIC_ACQUIRE) ==
-		    __atomic_load_n(&w->head, __ATOMIC_ACQUIRE)) {
+		    __atomic_load_n(&w->head, __ATOMIC_ACQUIRE) && !w->dead) {
 			if (__atomic_load_n(&w->nwatch, __ATOMIC_RELAXED)) {
 				struct timespec ts;
 
@@ -392,6 +426,7 @@ static void iss_close(struct tc_dev *d)
 		iss_push(w, &c);	/* after every queued command */
 		pthread_join(w->thread, NULL);
 	}
+	iss_reap(w);
 	w->bo->close(w->b);
 	pthread_mutex_destroy(&w->qlock);
 	pthread_cond_destroy(&w->qcond);
@@ -486,13 +521,26 @@ static int iss_event_create(struct tc_dev *d, int timing, void **ep)
 	return 0;
 }
 
-/* Any thread (a staging job's event): the issuer frees it after its commands. */
+/*
+ * Any thread (the staging worker destroys its jobs' events): the issuer frees
+ * it once the commands queued before are made. Never waits for the issuer,
+ * which may be blocked (CUDA: a stream's wait for a host event that the
+ * destroying thread is about to signal) with the ring full.
+ */
 static void iss_event_destroy(struct tc_dev *d, void *ep)
 {
-	struct iss_cmd c = { .kind = C_EV_DESTROY, .e = ep };
+	struct iss_dev *w = W(d);
+	struct iss_ev *e = ep;
 
-	if (ep)
-		iss_push(W(d), &c);
+	if (!e)
+		return;
+	pthread_mutex_lock(&w->qlock);
+	e->dead_seq = w->tail;
+	e->dead_next = w->dead;
+	__atomic_store_n(&w->dead, e, __ATOMIC_RELAXED);
+	if (w->sleeping)
+		pthread_cond_signal(&w->qcond);
+	pthread_mutex_unlock(&w->qlock);
 }
 
 static int iss_record(struct tc_dev *d, void *ep, void *s)

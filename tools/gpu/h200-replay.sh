@@ -93,7 +93,7 @@ echo "built in $(($(date +%s) - T0)) s"
 if [ "${DECIDE:-1}" = 1 ]; then
 	step "decide (host mode, then GPU)"
 	timeout 25 "$BENCH" decide -o "$O/decide.txt"; echo "decide host: exit $?"
-	timeout 30 "$BENCH" decide --gpu -o "$O/decide.txt"; echo "decide gpu: exit $?"
+	timeout 45 "$BENCH" decide --gpu -o "$O/decide.txt"; echo "decide gpu: exit $?"
 fi
 
 # one replay: NAME SECONDS(time limit) ARGS...
