@@ -20,8 +20,12 @@ in its own subprocess (clean peak-memory counters and CUDA state):
   deepspeed3 DeepSpeed ZeRO-Infinity on the CPU: stage 3, parameters and
              optimizer offloaded to the CPU, bf16.
   deepspeed  deepspeed<--ds-stage>.
-  tencache   tencache.offload(model, gpu_budget=...), bf16 compute, fp32
-             masters and AdamW in C on the CPU.
+  tencache   tencache.offload(model, gpu_budget=...) with its defaults, bf16
+             compute, fp32 masters and AdamW in C on the CPU after backward.
+  tencache-overlap   offload(overlap=True): the AdamW beside backward and
+             into the next forward (experimental: it diverged on the H200 at
+             batch 32, results/h200-train.md).
+  tencache-nocarry   offload(overlap="backward"): beside backward only.
 
 GPU memory of the offload methods is capped with
 torch.cuda.set_per_process_memory_fraction (--cap; auto: the ideal run's
@@ -92,12 +96,11 @@ MODELS = {
                                  intermediate_size=11008, max_position_embeddings=4096)),
 }
 METHODS = ("ideal", "naive", "deepspeed", "deepspeed2", "deepspeed3", "tencache",
-           "tencache-serial", "tencache-nocarry")
-# tencache-serial: offload(overlap=False), AdamW after backward; tencache-nocarry:
-# offload(overlap="backward"), AdamW beside backward, all done at step()
+           "tencache-overlap", "tencache-nocarry")
+TC_OVERLAP = {"tencache": False, "tencache-overlap": True, "tencache-nocarry": "backward"}
 # per-method timeouts (s), at most what is left of --deadline
 TIMEOUTS = {"ideal": 90, "naive": 150, "deepspeed2": 150, "deepspeed3": 180, "tencache": 150,
-            "tencache-serial": 150, "tencache-nocarry": 150}
+            "tencache-overlap": 150, "tencache-nocarry": 150}
 
 
 def log(*a):
@@ -272,7 +275,7 @@ class DeepSpeed:
 class Tencache:
     desc = "tencache.offload: bf16 compute, params/grads via the GPU arena, fp32 masters + C AdamW on the CPU"
 
-    def __init__(self, model, cfg, dev, overlap=True):
+    def __init__(self, model, cfg, dev, overlap=False, timeline=False):
         sys.path.insert(0, os.path.join(TOP, "python"))
         import torch
         import tencache
@@ -281,7 +284,7 @@ class Tencache:
             self.budget = int(0.6 * 2 * sum(p.numel() for p in model.parameters()))
         self.model, self.opt = tencache.offload(
             model, gpu_budget=self.budget, host_mode=dev.type != "cuda", dtype=torch.bfloat16,
-            timeline=cfg["timeline"] and overlap is True, policy=cfg["policy"], overlap=overlap,
+            timeline=timeline, policy=cfg["policy"], overlap=overlap,
             **cfg["hp"])
         self.rt = self.opt.tencache
         how = {True: "overlapped with backward and the next forward",
@@ -423,8 +426,8 @@ def worker(cfg, method, result_path):
         m = DeepSpeed(model, cfg, dev, int(method[-1]))
         res["ds_config"] = m.conf
     elif method.startswith("tencache"):
-        m = Tencache(model, cfg, dev, overlap={"tencache": True, "tencache-serial": False,
-                                               "tencache-nocarry": "backward"}[method])
+        m = Tencache(model, cfg, dev, overlap=TC_OVERLAP[method],
+                     timeline=cfg["timeline"] and method == "tencache")
         res["gpu_budget"] = m.budget
     else:
         raise SystemExit(f"unknown method {method}")
@@ -787,9 +790,10 @@ def summarize(args, results, setup, ds_info):
             ratios[f"tencache/{name}"] = tc["tokens_per_s"] / r["tokens_per_s"] if r else None
         if best_ds:
             ratios["deepspeed_best"] = best_ds["method"]
-        serial = results.get("tencache-serial")
-        if serial and serial.get("ok"):
-            ratios["tencache/tencache-serial"] = tc["tokens_per_s"] / serial["tokens_per_s"]
+        for v in ("tencache-overlap", "tencache-nocarry"):
+            r = results.get(v)
+            if r and r.get("ok"):
+                ratios[f"{v}/tencache"] = r["tokens_per_s"] / tc["tokens_per_s"]
     bound = None
     if tc and tc.get("link") and tc.get("tencache"):
         t = tc["tencache"]

@@ -339,7 +339,7 @@ def expect_error(name, fn, *words):
 def hparams_changed(model0):
     """With overlap the AdamW step reads lr at backward: a change made between
     backward and step() is reported, not silently half-applied."""
-    model, opt = tencache.offload(copy.deepcopy(model0), host_mode=True, **HP)
+    model, opt = tencache.offload(copy.deepcopy(model0), host_mode=True, overlap=True, **HP)
     batch = batches(97, 1)[0]
     loss_of(model, batch).backward()
     opt.param_groups[0]["lr"] *= 0.5
@@ -413,10 +413,12 @@ def main():
     compare_stock("fp32", model0, torch.float32, data, tl, tm)
     data, tl, tm = compare("bf16 compute, fp32 master", model0, torch.bfloat16)
     compare_stock("bf16 compute, fp32 master", model0, torch.bfloat16, data, tl, tm)
-    compare("bf16 compute, AdamW inside step() (overlap=False)", model0, torch.bfloat16,
-            overlap=False)
+    compare("bf16 compute, AdamW beside backward (overlap=True)", model0, torch.bfloat16,
+            overlap=True)
+    compare("bf16 compute, AdamW beside backward only (overlap='backward')", model0,
+            torch.bfloat16, overlap="backward")
     compare("bf16 compute, a slow AdamW carried into the next forward", model0,
-            torch.bfloat16, slow_adam=0.002, need_carried=True)
+            torch.bfloat16, slow_adam=0.002, need_carried=True, overlap=True)
     hparams_changed(model0)
     try:
         torch.ones(2, 2, dtype=torch.float16) @ torch.ones(2, 2, dtype=torch.float16)

@@ -202,8 +202,10 @@ def main():
     torch.manual_seed(0)
     model0 = T.Tiny(vocab=512, d=256, heads=8, layers=4, ctx=128)
     check("Tiny bf16", model0, 512)
+    check("Tiny bf16, overlap=True", model0, 512, gpu_ref=False, overlap=True)
     check("Tiny bf16, budget 35%, a slow AdamW carried into the next forward", model0, 512,
-          gpu_ref=False, budget_frac=0.35, slow_adam=0.002, need_carried=True)
+          gpu_ref=False, budget_frac=0.35, slow_adam=0.002, need_carried=True,
+          overlap=True)
     for policy in ("lru", "zero", "10cache"):
         check(f"Tiny bf16, policy {policy}", model0, 512, gpu_ref=False, policy=policy)
     d = os.environ.get("TEST_DIR", "/var/tmp")
@@ -236,7 +238,7 @@ def main():
         # as the benchmark runs it: a budget below the weights, updates that
         # run into the next forward
         check("HF OPT bf16, budget 40%, a slow AdamW carried", opt, 512, gpu_ref=False,
-              budget_frac=0.4, slow_adam=0.002, need_carried=True)
+              budget_frac=0.4, slow_adam=0.002, need_carried=True, overlap=True)
     print(f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
     return 1 if counts["failed"] else 0
 
