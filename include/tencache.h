@@ -453,11 +453,13 @@ enum tencache_policy {
 					    * arena, copies are memcpy, compute
 					    * time comes from the caller */
 #define TENCACHE_CACHE_TIMELINE	(1u << 1) /* record a Perfetto timeline */
-#define TENCACHE_CACHE_NO_ISSUER (1u << 2) /* make the copy streams' device calls
-					    * (copies, their events) on the
-					    * caller's thread; default: a thread
-					    * per cache makes them, so acquire and
-					    * release only queue them */
+#define TENCACHE_CACHE_ISSUER	(1u << 2) /* a thread per cache makes the copy
+					    * streams' device calls (copies, their
+					    * events): acquire and release only
+					    * queue them. Default: the caller's
+					    * thread makes them (on the H200 the
+					    * thread cost more caller CPU per
+					    * decision: results/h200-replay.md) */
 
 struct tencache_cache_params {
 	uint32_t flags;			/* TENCACHE_CACHE_* */

@@ -183,7 +183,7 @@ int tc_exec_freeze(struct tencache_cache *c)
 				c->p.gpu_budget, &c->dev);
 	if (ret)
 		return ret;
-	if (!(c->p.flags & TENCACHE_CACHE_NO_ISSUER)) {
+	if (c->p.flags & TENCACHE_CACHE_ISSUER) {
 		ret = tc_dev_issuer_wrap(&c->dev);
 		if (ret)
 			goto fail;
@@ -270,7 +270,7 @@ int tc_exec_freeze(struct tencache_cache *c)
 	tc_fmt_bytes(b2, sizeof(b2), c->p.gpu_budget);
 	tc_info(c->tc, "cache: %u tensors, %s; GPU budget %s; %s mode%s; profiling %u step(s)",
 		c->nr, b1, b2, c->host_mode ? "host" : "cuda",
-		(c->p.flags & TENCACHE_CACHE_NO_ISSUER) ? "" : ", copies issued by a thread",
+		(c->p.flags & TENCACHE_CACHE_ISSUER) ? ", copies issued by a thread" : "",
 		c->p.warmup_steps);
 	if (c->p.table_path)
 		table_load(c);

@@ -4,7 +4,7 @@
  * checked against a model of what was last written, including plans whose
  * GPU allocations are laid out ahead (static_layouts). Also an order change
  * (re-profiling), flush, and every bad input of the cache API; one policy
- * again without the issuer thread (TENCACHE_CACHE_NO_ISSUER). */
+ * again with the issuer thread (TENCACHE_CACHE_ISSUER). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -114,7 +114,7 @@ static int step(struct tencache_cache *c, int swap)
 
 /* plans laid out ahead (setup.c plan_place): the path must be exercised */
 static uint64_t static_layouts;
-static unsigned extra_flags;	/* TENCACHE_CACHE_NO_ISSUER: copies on this thread */
+static unsigned extra_flags;	/* TENCACHE_CACHE_ISSUER: copies by a thread */
 
 static int run(struct tencache *tc, unsigned policy, int nvme, const char *dir)
 {
@@ -309,8 +309,8 @@ int main(int argc, char **argv)
 				T_EQ(run(tc, pol, 1, dir), 0);
 		}
 	}
-	/* without the issuer thread (the default has one) */
-	extra_flags = TENCACHE_CACHE_NO_ISSUER;
+	/* with the issuer thread (the default has none) */
+	extra_flags = TENCACHE_CACHE_ISSUER;
 	gen(1);
 	T_EQ(run(tc, TENCACHE_POLICY_OURS, 0, dir), 0);
 	if (odirect)

@@ -1,7 +1,7 @@
 #!/bin/bash
 # decide_smoke.sh - CI smoke test of tencache-bench decide (the acquire /
 # release decision-cost benchmark): one short run; it must finish, ours and
-# the no-issuer and resident variants must run from a plan (decide exits 1 otherwise), and
+# the issuer and resident variants must run from a plan (decide exits 1 otherwise), and
 # the table must have every variant and the goal line. Not timed: the figures
 # are the benchmark's to show, not a test's. Exit 0 pass, 1 fail.
 set -uo pipefail
@@ -15,7 +15,7 @@ rc=$?
 cat "$out"
 rm -f "$out.res"
 [ "$rc" = 0 ] || { echo "FAIL: decide exited $rc"; exit 1; }
-for v in ours no-issuer resident on-demand naive; do
+for v in ours issuer resident on-demand naive; do
 	grep -qE "^$v +([0-9]+ +){4}\|" "$out" || { echo "FAIL: no figures for $v"; exit 1; }
 done
 grep -qE '^goal: .*: (PASS|FAIL)$' "$out" || { echo "FAIL: no goal line"; exit 1; }
