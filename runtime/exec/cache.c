@@ -741,7 +741,10 @@ static int od_to_pinned(struct tencache_cache *c, uint32_t id)
 		ret = palloc(c, t);
 		if (ret)
 			return ret;
-		ret = copy_d2h(c, t, id, &t->ready);
+		/* after the kernels that wrote it: ready is its last GPU use, on
+		 * the compute stream, which may lag far behind this thread */
+		ret = xev_stream_wait(c, c->d2h, &t->ready);
+		ret = ret ?: copy_d2h(c, t, id, &t->ready);
 		ret = ret ?: xev_sync(c, &t->ready);
 		t->valid |= TC_V_PINNED;
 		return ret;
@@ -893,6 +896,10 @@ static int od_acquire(struct tencache_cache *c, uint32_t id, unsigned flags, voi
 	*hit = 0;
 	if (flags & TENCACHE_ACQ_HOST) {
 		ret = od_to_pinned(c, id);
+		/* the host rewrites the pinned copy: an H2D copy still reading it
+		 * must be done (ready: that copy, or a use ordered after it) */
+		if (!ret && (flags & TENCACHE_ACQ_WRITE))
+			ret = xev_sync(c, &t->ready);
 		if (ret)
 			return ret;
 		if (flags & TENCACHE_ACQ_WRITE)
@@ -914,6 +921,8 @@ static int od_acquire(struct tencache_cache *c, uint32_t id, unsigned flags, voi
 		ret = ret ?: od_make_room_gpu(c, t->bytes);
 		t->held = 0;
 		ret = ret ?: galloc(c, t);
+		/* space kept from an older, now stale copy: after its last use */
+		ret = ret ?: xev_stream_wait(c, c->h2d, &t->ready);
 		ret = ret ?: copy_h2d(c, t, id, &t->ready);
 		if (!ret && !c->host_mode) {
 			/* GPU timeline: the copy's end against the stream's arrival
