@@ -206,6 +206,28 @@ void tc_plan_free(struct tc_plan *plan);
 int tc_plan_check(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 		  const struct tc_plan *plan, char *err, size_t errlen);
 
+/* ---- happens-before check (hb.c) ---------------------------------------- */
+
+/* How the executor runs the plan for tc_plan_hb_check. alloc / free (both or
+ * neither) place GPU ranges as the executor's arena does: op is the FETCH /
+ * ALLOC's index, UINT32_MAX for the start set; without them every tensor
+ * has a range of its own (reuse of space by another tensor is not checked). */
+struct tc_hb_cfg {
+	unsigned steps;		/* steps run from the start state (>= 1) */
+	bool detach;		/* host ops detached (overlap), else inline */
+	int (*alloc)(void *ctx, uint32_t tensor, uint32_t op, uint64_t bytes, uint64_t *off);
+	int (*free)(void *ctx, uint32_t tensor, uint64_t off);
+	void *ctx;
+};
+
+/* Runs the plan's table as the executor issues it (streams, waits on the
+ * latest instances, deferred GPU frees, CPU syncs, detached host ops) and
+ * proves every conflicting pair of memory accesses (pinned copies, GPU
+ * bytes) ordered under any timing. 0; -EDEADLK (+ the pair into err) for an
+ * unordered pair; -EINVAL, -EOPNOTSUPP (NVMe ops), -ENOMEM, or alloc's error. */
+int tc_plan_hb_check(const struct tc_trace *tr, const struct tc_plan *pl,
+		     const struct tc_hb_cfg *cfg, char *err, size_t errlen);
+
 /* ---- CPU-only timing model (sim.c) -------------------------------------- */
 
 struct tc_sim_result {

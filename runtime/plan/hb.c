@@ -1,0 +1,531 @@
+/* hb.c - happens-before check of a plan under the executor's semantics:
+ * every pair of conflicting memory accesses (copies, GPU ops, host ops) is
+ * ordered whatever the streams' timing.
+ *
+ * The model follows runtime/exec/cache.c in planned mode. The CPU issues, in
+ * table order: the ops of access i (FETCH / ALLOC on the H2D stream after
+ * waiting for the last users of every freed GPU range they overlap, and
+ * FETCH / WRITEBACK after their deps), then the access's waits (a GPU access:
+ * its compute stream waits; a host access: the CPU syncs), then at an op's
+ * END its compute (GPU: on the compute stream, after its waits) or its host
+ * op (detached: on a thread of its own from here until it is synced on;
+ * inline: on the CPU). A wait names the latest instance issued so far of an
+ * event; a DROP frees its range at issue. Waiting for a host event blocks the
+ * CPU (CUDA). A tensor held by a detached op is released, after its done,
+ * before it is acquired again; a step ends with the CPU syncing every stream.
+ *
+ * Happens-before is tracked with vector clocks over the chains CPU, compute,
+ * H2D and D2H; a detached host op is ordered before what follows the first
+ * CPU sync on it. Memory: each tensor's pinned copy, and GPU bytes, split
+ * into atoms at every range boundary, so reuse of space by another tensor is
+ * checked. Each access is checked against the last write and the reads since
+ * (in issue order, the order tc_plan_check proves the values for).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/plan.h"
+
+enum { CH_CPU, CH_CMP, CH_H2D, CH_D2H, CH_NR, CH_HOST = CH_NR };
+
+struct hnode {
+	uint32_t vc[CH_NR];
+	uint8_t chain;
+	uint32_t seq;		/* on its chain; host op: index into sync_at */
+	uint32_t lap, what;	/* op index, or access index (| 1 << 31) */
+};
+
+struct hacc {
+	uint32_t node;
+	uint8_t write;
+};
+
+struct hloc {			/* one memory location's access history */
+	int64_t lastw;		/* node, -1 none */
+	struct hacc *rd;	/* reads since lastw */
+	uint32_t nrd, caprd;
+};
+
+struct hatom {
+	uint64_t start;		/* up to the next atom's start */
+	struct hloc l;
+};
+
+struct hgfree {
+	uint64_t off, len;
+	uint32_t op;
+};
+
+struct hb {
+	const struct tc_trace *tr;
+	const struct tc_plan *pl;
+	struct hnode *nodes;
+	uint32_t nr_nodes, cap_nodes;
+	uint32_t *sync_at;	/* per host op node: first CPU seq after its sync, 0 none */
+	uint32_t nr_host, cap_host;
+	uint32_t cur[CH_NR];	/* the CPU's clock */
+	uint32_t sv[CH_NR][CH_NR];	/* each stream's clock (its waits so far) */
+	int64_t *latest;	/* per event (ops, then accesses): node, -1 none */
+	int64_t *held_by;	/* per tensor: detached host op node holding it */
+	struct hloc *pin;	/* per tensor */
+	struct hatom *atoms;
+	uint32_t nr_atoms, cap_atoms;
+	struct hgfree *gf;
+	uint32_t nr_gf, cap_gf;
+	int64_t *goff;		/* per tensor: GPU offset, -1 none */
+	char *err;
+	size_t errlen;
+};
+
+#define GROW(arr, cap, nr, min) ({						\
+	int grow_ret = 0;							\
+	if ((nr) >= (cap)) {							\
+		uint32_t grow_n = (cap) ? 2 * (cap) : (min);			\
+		void *grow_a = realloc((arr), (size_t)grow_n * sizeof(*(arr)));	\
+		if (grow_a) {							\
+			(arr) = grow_a;						\
+			(cap) = grow_n;						\
+		} else {							\
+			grow_ret = -ENOMEM;					\
+		}								\
+	}									\
+	grow_ret;								\
+})
+
+static void vmax(uint32_t *a, const uint32_t *b)
+{
+	for (int k = 0; k < CH_NR; k++)
+		if (b[k] > a[k])
+			a[k] = b[k];
+}
+
+static int new_node(struct hb *h, uint8_t chain, const uint32_t *vc, uint32_t lap,
+		    uint32_t what, uint32_t *id)
+{
+	struct hnode *n;
+
+	if (GROW(h->nodes, h->cap_nodes, h->nr_nodes, 1024))
+		return -ENOMEM;
+	n = &h->nodes[h->nr_nodes];
+	memcpy(n->vc, vc, sizeof(n->vc));
+	n->chain = chain;
+	n->lap = lap;
+	n->what = what;
+	if (chain == CH_HOST) {
+		if (GROW(h->sync_at, h->cap_host, h->nr_host, 256))
+			return -ENOMEM;
+		h->sync_at[h->nr_host] = 0;
+		n->seq = h->nr_host++;
+	} else {
+		n->seq = vc[chain];
+	}
+	*id = h->nr_nodes++;
+	return 0;
+}
+
+/* a happens before b (a issued before b) */
+static int hb_before(const struct hb *h, uint32_t a, uint32_t b)
+{
+	const struct hnode *x = &h->nodes[a], *y = &h->nodes[b];
+
+	if (a == b)
+		return 1;
+	if (x->chain == CH_HOST) {
+		uint32_t s = h->sync_at[x->seq];
+
+		return s && y->vc[CH_CPU] >= s;
+	}
+	return y->vc[x->chain] >= x->seq;
+}
+
+static void describe(const struct hb *h, uint32_t id, char *b, size_t len)
+{
+	static const char *const ch[] = { "cpu", "compute", "h2d", "d2h", "host op" };
+	const struct hnode *n = &h->nodes[id];
+
+	if (n->what >> 31) {
+		uint32_t i = n->what & ~(1u << 31);
+
+		snprintf(b, len, "step %u %s of access %u (t%u)", n->lap, ch[n->chain], i,
+			 h->tr->acc[i].tensor);
+	} else {
+		const struct tc_op *op = &h->pl->ops[n->what];
+
+		snprintf(b, len, "step %u %s op %u t%u at %u on %s", n->lap, tc_op_name(op->kind),
+			 n->what, op->tensor, op->pos, ch[n->chain]);
+	}
+}
+
+static int race(struct hb *h, uint32_t a, uint32_t b, const char *where)
+{
+	char x[128], y[128];
+
+	describe(h, a, x, sizeof(x));
+	describe(h, b, y, sizeof(y));
+	if (h->err && h->errlen)
+		snprintf(h->err, h->errlen, "%s and %s conflict on %s, unordered", x, y, where);
+	return -EDEADLK;
+}
+
+static int loc_access(struct hb *h, struct hloc *l, uint32_t node, int write, const char *where)
+{
+	if (l->lastw >= 0 && !hb_before(h, l->lastw, node))
+		return race(h, l->lastw, node, where);
+	if (write) {
+		for (uint32_t k = 0; k < l->nrd; k++)
+			if (!hb_before(h, l->rd[k].node, node))
+				return race(h, l->rd[k].node, node, where);
+		l->lastw = node;
+		l->nrd = 0;
+		return 0;
+	}
+	if (l->nrd && l->rd[l->nrd - 1].node == node)
+		return 0;
+	if (GROW(l->rd, l->caprd, l->nrd, 4))
+		return -ENOMEM;
+	l->rd[l->nrd++] = (struct hacc){ node, 0 };
+	return 0;
+}
+
+/* index of the atom holding byte off, splitting so one starts at off */
+static int atom_split(struct hb *h, uint64_t off, uint32_t *idx)
+{
+	uint32_t lo = 0, hi = h->nr_atoms;
+	struct hatom *a;
+
+	while (hi - lo > 1) {	/* last atom with start <= off; atoms[0].start = 0 */
+		uint32_t mid = (lo + hi) / 2;
+
+		if (h->atoms[mid].start <= off)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	if (h->atoms[lo].start == off) {
+		*idx = lo;
+		return 0;
+	}
+	if (GROW(h->atoms, h->cap_atoms, h->nr_atoms, 256))
+		return -ENOMEM;
+	memmove(&h->atoms[lo + 2], &h->atoms[lo + 1],
+		(h->nr_atoms - lo - 1) * sizeof(*h->atoms));
+	h->nr_atoms++;
+	a = &h->atoms[lo + 1];
+	*a = h->atoms[lo];
+	a->start = off;
+	a->l.rd = NULL;
+	a->l.caprd = a->l.nrd = 0;
+	if (h->atoms[lo].l.nrd) {
+		a->l.rd = malloc(h->atoms[lo].l.nrd * sizeof(*a->l.rd));
+		if (!a->l.rd)
+			return -ENOMEM;
+		memcpy(a->l.rd, h->atoms[lo].l.rd, h->atoms[lo].l.nrd * sizeof(*a->l.rd));
+		a->l.nrd = a->l.caprd = h->atoms[lo].l.nrd;
+	}
+	*idx = lo + 1;
+	return 0;
+}
+
+static int gpu_access(struct hb *h, uint32_t t, uint32_t node, int write)
+{
+	uint64_t off = h->goff[t], end = off + h->tr->tensors[t].bytes;
+	uint32_t a, b;
+	char where[96];
+	int ret;
+
+	if (h->goff[t] < 0) {
+		if (h->err && h->errlen)
+			snprintf(h->err, h->errlen, "t%u used on the GPU without space", t);
+		return -EINVAL;
+	}
+	snprintf(where, sizeof(where), "GPU bytes of t%u [%llu, %llu)", t,
+		 (unsigned long long)off, (unsigned long long)end);
+	ret = atom_split(h, off, &a);
+	ret = ret ?: atom_split(h, end, &b);
+	if (ret)
+		return ret;
+	for (uint32_t k = a; k < b; k++) {
+		ret = loc_access(h, &h->atoms[k].l, node, write, where);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static int pin_access(struct hb *h, uint32_t t, uint32_t node, int write)
+{
+	char where[48];
+
+	snprintf(where, sizeof(where), "the pinned copy of t%u", t);
+	return loc_access(h, &h->pin[t], node, write, where);
+}
+
+/* the CPU waits for node n (a sync) */
+static void cpu_sync(struct hb *h, int64_t n)
+{
+	struct hnode *x;
+
+	if (n < 0)
+		return;
+	x = &h->nodes[n];
+	vmax(h->cur, x->vc);
+	h->cur[CH_CPU]++;
+	if (x->chain == CH_HOST && !h->sync_at[x->seq])
+		h->sync_at[x->seq] = h->cur[CH_CPU];
+}
+
+/* stream s waits for node n; a host event blocks the CPU (CUDA) */
+static void stream_wait(struct hb *h, int s, int64_t n)
+{
+	if (n < 0)
+		return;
+	if (h->nodes[n].chain == CH_HOST) {
+		cpu_sync(h, n);
+		return;
+	}
+	vmax(h->sv[s], h->nodes[n].vc);
+}
+
+static int64_t ev_latest(const struct hb *h, int32_t d)
+{
+	return d >= 0 ? h->latest[d] : h->latest[h->pl->nr_ops + (uint32_t)(-(d + 1))];
+}
+
+static int enqueue(struct hb *h, int s, uint32_t lap, uint32_t what, uint32_t *id)
+{
+	vmax(h->sv[s], h->cur);
+	h->sv[s][s]++;
+	return new_node(h, s, h->sv[s], lap, what, id);
+}
+
+static void gfreed_wait(struct hb *h, int s, uint64_t off, uint64_t len)
+{
+	for (uint32_t g = 0; g < h->nr_gf; g++) {
+		const struct hgfree *f = &h->gf[g];
+		const struct tc_op *op = &h->pl->ops[f->op];
+
+		if (f->off >= off + len || off >= f->off + f->len)
+			continue;
+		for (uint32_t k = 0; k < op->nr_deps; k++)
+			stream_wait(h, s, ev_latest(h, h->pl->deps[op->dep_first + k]));
+	}
+}
+
+static int gpu_place(struct hb *h, const struct tc_hb_cfg *hc, uint32_t t, uint32_t op)
+{
+	uint64_t off;
+	int ret;
+
+	if (h->goff[t] >= 0) {
+		if (h->err && h->errlen)
+			snprintf(h->err, h->errlen, "op %u: t%u placed twice", op, t);
+		return -EINVAL;
+	}
+	ret = hc->alloc(hc->ctx, t, op, h->tr->tensors[t].bytes, &off);
+	if (ret) {
+		if (h->err && h->errlen)
+			snprintf(h->err, h->errlen, "op %u: no GPU space for t%u (%d)", op, t, ret);
+		return ret;
+	}
+	h->goff[t] = off;
+	return 0;
+}
+
+static int issue_op(struct hb *h, const struct tc_hb_cfg *hc, uint32_t k, uint32_t lap)
+{
+	const struct tc_op *op = &h->pl->ops[k];
+	uint32_t t = op->tensor, id;
+	uint64_t b = h->tr->tensors[t].bytes;
+	int ret = 0;
+
+	switch (op->kind) {
+	case TC_OP_FETCH:
+	case TC_OP_ALLOC:
+		ret = gpu_place(h, hc, t, k);
+		if (ret)
+			return ret;
+		gfreed_wait(h, CH_H2D, h->goff[t], b);
+		for (uint32_t d = 0; d < op->nr_deps; d++)	/* ALLOC has none */
+			stream_wait(h, CH_H2D, ev_latest(h, h->pl->deps[op->dep_first + d]));
+		ret = enqueue(h, CH_H2D, lap, k, &id);
+		if (!ret && op->kind == TC_OP_FETCH) {
+			ret = pin_access(h, t, id, 0);
+			ret = ret ?: gpu_access(h, t, id, 1);
+		}
+		h->latest[k] = id;
+		return ret;
+	case TC_OP_WRITEBACK:
+		for (uint32_t d = 0; d < op->nr_deps; d++)
+			stream_wait(h, CH_D2H, ev_latest(h, h->pl->deps[op->dep_first + d]));
+		ret = enqueue(h, CH_D2H, lap, k, &id);
+		ret = ret ?: gpu_access(h, t, id, 0);
+		ret = ret ?: pin_access(h, t, id, 1);
+		h->latest[k] = id;
+		return ret;
+	case TC_OP_DROP:
+		if (h->goff[t] >= 0) {
+			if (GROW(h->gf, h->cap_gf, h->nr_gf, 64))
+				return -ENOMEM;
+			h->gf[h->nr_gf++] = (struct hgfree){ h->goff[t], b, k };
+			ret = hc->free(hc->ctx, t, h->goff[t]);
+			h->goff[t] = -1;
+		}
+		h->latest[k] = -1;	/* signalled at issue */
+		return ret;
+	default:
+		if (h->err && h->errlen)
+			snprintf(h->err, h->errlen, "op %u: %s is not modelled (NVMe tier)", k,
+				 tc_op_name(op->kind));
+		return -EOPNOTSUPP;
+	}
+}
+
+/* Default placement: every tensor its own range (no reuse to check). */
+struct own_ctx {
+	const struct tc_trace *tr;
+	uint64_t *base;
+};
+
+static int own_alloc(void *ctx, uint32_t t, uint32_t op, uint64_t bytes, uint64_t *off)
+{
+	*off = ((struct own_ctx *)ctx)->base[t];
+	return 0;
+}
+
+static int own_free(void *ctx, uint32_t t, uint64_t off)
+{
+	return 0;
+}
+
+static int run(struct hb *h, const struct tc_hb_cfg *hc)
+{
+	const struct tc_trace *tr = h->tr;
+	const struct tc_plan *pl = h->pl;
+	uint32_t n = tr->nr_acc, first = 0;
+	int ret = 0;
+
+	/* the start set, loaded synchronously */
+	for (uint32_t t = 0; t < tr->nr_tensors && !ret; t++)
+		if (pl->start_gpu[t] & 1)
+			ret = gpu_place(h, hc, t, UINT32_MAX);
+	for (uint32_t lap = 0; lap < hc->steps && !ret; lap++) {
+		for (uint32_t i = 0; i < n && !ret; i++) {
+			const struct tc_access *a = &tr->acc[i];
+			int host = !!(a->flags & TC_ACC_HOST);
+			uint32_t id;
+
+			for (uint32_t k = pl->op_first[i]; k < pl->op_first[i + 1] && !ret; k++)
+				ret = issue_op(h, hc, k, lap);
+			if (ret)
+				break;
+			/* released after its detached op is done, before this acquire */
+			if (h->held_by[a->tensor] >= 0) {
+				cpu_sync(h, h->held_by[a->tensor]);
+				h->held_by[a->tensor] = -1;
+			}
+			for (uint32_t w = pl->wait_first[i]; w < pl->wait_first[i + 1]; w++) {
+				int64_t e = h->latest[pl->wait_ops[w]];
+
+				if (host)
+					cpu_sync(h, e);
+				else
+					stream_wait(h, CH_CMP, e);
+			}
+			if (!(a->flags & TC_ACC_END))
+				continue;
+			if (!host) {
+				ret = enqueue(h, CH_CMP, lap, i | 1u << 31, &id);
+			} else if (hc->detach) {
+				ret = new_node(h, CH_HOST, h->cur, lap, i | 1u << 31, &id);
+			} else {
+				h->cur[CH_CPU]++;
+				ret = new_node(h, CH_CPU, h->cur, lap, i | 1u << 31, &id);
+			}
+			for (uint32_t j = first; j <= i && !ret; j++) {
+				const struct tc_access *b = &tr->acc[j];
+				int w = !!(b->flags & TC_ACC_WRITE);
+
+				if (b->flags & TC_ACC_READ)
+					ret = host ? pin_access(h, b->tensor, id, 0)
+						   : gpu_access(h, b->tensor, id, 0);
+				if (!ret && w)
+					ret = host ? pin_access(h, b->tensor, id, 1)
+						   : gpu_access(h, b->tensor, id, 1);
+				h->latest[pl->nr_ops + j] = id;
+				if (host && hc->detach)
+					h->held_by[b->tensor] = id;
+			}
+			first = i + 1;
+		}
+		first = 0;
+		/* step end: the CPU syncs every stream (tc_exec_drain) */
+		for (int s = CH_CMP; s < CH_NR; s++)
+			vmax(h->cur, h->sv[s]);
+		h->cur[CH_CPU]++;
+		h->nr_gf = 0;
+	}
+	return ret;
+}
+
+int tc_plan_hb_check(const struct tc_trace *tr, const struct tc_plan *pl,
+		     const struct tc_hb_cfg *cfg, char *err, size_t errlen)
+{
+	struct tc_hb_cfg hc;
+	struct own_ctx own = { tr, NULL };
+	struct hb h = { 0 };
+	int ret = -ENOMEM;
+
+	if (!tr || !pl || !cfg || !pl->ops || pl->nr_acc != tr->nr_acc ||
+	    pl->nr_tensors != tr->nr_tensors || cfg->steps < 1 || !cfg->alloc != !cfg->free)
+		return -EINVAL;
+	hc = *cfg;
+	if (!hc.alloc) {
+		uint64_t at = 0;
+
+		own.base = malloc((tr->nr_tensors + 1) * sizeof(*own.base));
+		if (!own.base)
+			return -ENOMEM;
+		for (uint32_t t = 0; t < tr->nr_tensors; t++) {
+			own.base[t] = at;
+			at += (tr->tensors[t].bytes + 255) & ~255ull;
+		}
+		hc.alloc = own_alloc;
+		hc.free = own_free;
+		hc.ctx = &own;
+	}
+	h.tr = tr;
+	h.pl = pl;
+	h.err = err;
+	h.errlen = errlen;
+	if (err && errlen)
+		err[0] = 0;
+	h.latest = malloc((pl->nr_ops + tr->nr_acc + 1) * sizeof(*h.latest));
+	h.held_by = malloc((tr->nr_tensors + 1) * sizeof(*h.held_by));
+	h.goff = malloc((tr->nr_tensors + 1) * sizeof(*h.goff));
+	h.pin = calloc(tr->nr_tensors + 1, sizeof(*h.pin));
+	h.atoms = calloc(256, sizeof(*h.atoms));
+	if (!h.latest || !h.held_by || !h.goff || !h.pin || !h.atoms)
+		goto out;
+	h.cap_atoms = 256;
+	h.nr_atoms = 1;
+	h.atoms[0].l.lastw = -1;
+	for (uint32_t k = 0; k < pl->nr_ops + tr->nr_acc; k++)
+		h.latest[k] = -1;
+	for (uint32_t t = 0; t < tr->nr_tensors; t++) {
+		h.held_by[t] = h.goff[t] = -1;
+		h.pin[t].lastw = -1;
+	}
+	/* seq 0 means "before everything": chains count from 1 */
+	ret = run(&h, &hc);
+out:
+	for (uint32_t t = 0; h.pin && t < tr->nr_tensors; t++)
+		free(h.pin[t].rd);
+	for (uint32_t k = 0; h.atoms && k < h.nr_atoms; k++)
+		free(h.atoms[k].l.rd);
+	free(h.pin); free(h.atoms); free(h.latest); free(h.held_by); free(h.goff);
+	free(h.nodes); free(h.sync_at); free(h.gf); free(own.base);
+	return ret;
+}
