@@ -773,7 +773,8 @@ def offload(model, gpu_budget="8GiB", nvme_path=None, host_mode=None, *, dtype=N
     overlap=False (the default) runs every update inside optimizer.step().
     overlap=True (EXPERIMENTAL, not safe yet: on an H200 at batch 32 with a
     GPU budget below the weights its losses diverged from every other method;
-    see results/h200-train.md) runs each parameter's AdamW on a worker thread
+    the cause, a copy not ordered after the kernels in the profiled step, is
+    fixed but not yet rerun on a GPU: results/h200-train.md) runs each parameter's AdamW on a worker thread
     as soon as its module's backward is done (overlap.py), so the CPU
     optimizer overlaps the GPU's backward and, without NVMe, the next forward:
     step() returns with the last updates running, and each module's forward
