@@ -167,6 +167,7 @@ class Runtime:
             threads = max(1, threads - 2) if overlap else max(1, threads)
         self.nvme_path = str(nvme_path) if nvme_path else None
         self.threads = threads    # AdamW threads; 0: the library's default
+        self.overlap = overlap
         try:
             self._create(nvme_path, pinned_budget, nvme_budget, policy, warmup_steps,
                          timeline, threads)
@@ -331,6 +332,11 @@ class Runtime:
             cp.flags |= L.CACHE_HOST_MODE
         if timeline:
             cp.flags |= L.CACHE_TIMELINE
+        if self.overlap and not self.host_mode:
+            # a prefetch that waits for an update blocks the issuer's thread,
+            # not the one running backward (on the H200 run 4 with it took
+            # 542 ms per step, run 3 without 615: results/h200-train.md)
+            cp.flags |= L.CACHE_ISSUER
         if nvme_path:
             largest_op = max(self._tensor_bytes(q) for q in self.params)
             # the cache keeps the pointer: the bytes live as long as the runtime
