@@ -163,19 +163,25 @@ def train_reference(model0, data, dtype, sqrt_exact, eval_at=None):
         {n: p.detach().clone() for n, p in model.named_parameters()}
 
 
+def slow_down(opt, seconds):
+    """A slow optimizer: each AdamW update sleeps first, so that updates run
+    into the next forward."""
+    ops = opt.tencache.host_ops
+    step = ops._step
+
+    def slow(*a):
+        time.sleep(seconds)
+        return step(*a)
+    ops._step = slow
+
+
 def train_tencache(model0, data, dtype, budget=None, eval_at=None, slow_adam=0, **kw):
     model = copy.deepcopy(model0)
     total = sum(p.numel() * 4 for p in model.parameters())
     model, opt = tencache.offload(model, gpu_budget=budget or int(total * BUDGET), host_mode=True,
                                   dtype=None if dtype == torch.float32 else dtype, **HP, **kw)
-    if slow_adam:    # a slow optimizer: its updates run into the next forward
-        ops = opt.tencache.host_ops
-        step = ops._step
-
-        def slow(*a):
-            time.sleep(slow_adam)
-            return step(*a)
-        ops._step = slow
+    if slow_adam:
+        slow_down(opt, slow_adam)
     losses = []
     for i, batch in enumerate(data):
         if i == eval_at:

@@ -24,7 +24,6 @@ import math
 import os
 import sys
 import tempfile
-import time
 
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 try:
@@ -118,14 +117,8 @@ def run_tencache(model0, data, budget_frac=None, slow_adam=0, **kw):
     budget = int(bf16_bytes * (budget_frac or BUDGET))
     model, opt = tencache.offload(model, gpu_budget=budget, host_mode=ON_CPU, dtype=DT,
                                   timeline=True, **T.HP, **kw)
-    if slow_adam:    # a slow optimizer: its updates run into the next forward
-        ops = opt.tencache.host_ops
-        step = ops._step
-
-        def slow(*a):
-            time.sleep(slow_adam)
-            return step(*a)
-        ops._step = slow
+    if slow_adam:
+        T.slow_down(opt, slow_adam)
     losses = []
     if not ON_CPU:
         torch.cuda.reset_peak_memory_stats()
