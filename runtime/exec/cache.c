@@ -549,6 +549,8 @@ static int copy_h2d(struct tencache_cache *c, struct tc_tstate *t, uint32_t id,
 {
 	int ret = tc_exec_timeline_mark(c, c->h2d, TC_TL_H2D, id, 0);
 
+	if (!ret && c->copy_lag_ns)	/* test: a slow link (tc_exec_test_lag) */
+		ret = c->dev->ops->spin(c->dev, c->h2d, c->copy_lag_ns);
 	ret = ret ?: c->dev->ops->copy(c->dev, c->h2d, TENCACHE_COPY_H2D, gptr(c, t->goff),
 				       pptr(c, t->poff), t->bytes);
 	ret = ret ?: tc_exec_timeline_mark(c, c->h2d, TC_TL_H2D, id, 1);
@@ -563,6 +565,8 @@ static int copy_d2h(struct tencache_cache *c, struct tc_tstate *t, uint32_t id,
 {
 	int ret = tc_exec_timeline_mark(c, c->d2h, TC_TL_D2H, id, 0);
 
+	if (!ret && c->copy_lag_ns)	/* test: a slow link (tc_exec_test_lag) */
+		ret = c->dev->ops->spin(c->dev, c->d2h, c->copy_lag_ns);
 	ret = ret ?: c->dev->ops->copy(c->dev, c->d2h, TENCACHE_COPY_D2H, pptr(c, t->poff),
 				       gptr(c, t->goff), t->bytes);
 	ret = ret ?: tc_exec_timeline_mark(c, c->d2h, TC_TL_D2H, id, 1);
@@ -968,7 +972,7 @@ int tc_exec_drain(struct tencache_cache *c)
 {
 	int ret = 0;
 
-	if (c->cstream_used && !c->host_mode)
+	if (c->cstream_used && (!c->host_mode || c->lag_s))
 		ret = c->dev->ops->stream_sync(c->dev, c->cstream_last);
 	ret = ret ?: c->dev->ops->stream_sync(c->dev, c->h2d);
 	ret = ret ?: c->dev->ops->stream_sync(c->dev, c->d2h);
@@ -1179,6 +1183,18 @@ int tc_exec_prof_resolve(struct tencache_cache *c)
 	return 0;
 }
 
+/*
+ * The stream an op's compute is ordered on: the caller's on a GPU; in host
+ * mode the caller's thread (NULL: queued work runs at once), or the test's
+ * lagging stream (tc_exec_test_lag).
+ */
+static void *compute_stream(struct tencache_cache *c, void *stream)
+{
+	if (c->lag_s)
+		return c->lag_s;
+	return c->host_mode ? NULL : stream;
+}
+
 static int acquire(struct tencache_cache *c, int id, unsigned flags, void *stream,
 		   void **ptr)
 {
@@ -1205,7 +1221,7 @@ static int acquire(struct tencache_cache *c, int id, unsigned flags, void *strea
 		       id, b1, b2);
 		return -ENOSPC;
 	}
-	s = c->host_mode ? NULL : stream;	/* host mode: the caller's thread */
+	s = compute_stream(c, stream);
 	/* the GPU timeline differs from the CPU's: GPU acquires on a GPU */
 	gpu = !c->host_mode && !(flags & TENCACHE_ACQ_HOST);
 	gfirst = c->gp_nr;
@@ -1223,7 +1239,7 @@ static int acquire(struct tencache_cache *c, int id, unsigned flags, void *strea
 	/* a host op's tensors, for a detach */
 	if (c->op_host && TC_GROW(c->op_ids, c->cap_op_ids, c->nr_op_ids, 16))
 		return -ENOMEM;
-	c->cstream_last = c->host_mode ? NULL : stream;
+	c->cstream_last = s;
 	c->cstream_used = 1;
 
 	if (c->planned) {
@@ -1442,7 +1458,7 @@ static int release(struct tencache_cache *c, int id, void *stream, uint64_t comp
 	if (c->t[id].det > c->det_base &&
 	    !__atomic_load_n(&c->det[c->t[id].det - c->det_base - 1].done, __ATOMIC_ACQUIRE))
 		return -EBUSY;	/* its detached op is still running */
-	s = c->host_mode ? NULL : stream;
+	s = compute_stream(c, stream);
 	t1 = tc_now_ns();
 	if (c->t[id].det) {	/* its op ended at detach, maybe a step ago */
 		c->t[id].det = 0;
@@ -1452,7 +1468,7 @@ static int release(struct tencache_cache *c, int id, void *stream, uint64_t comp
 	} else if (compute_ns) {
 		ret = c->dev->ops->spin(c->dev, s, compute_ns);
 	}
-	if (c->host_mode)	/* the compute ran in this thread: not a decision */
+	if (c->host_mode && !c->lag_s)	/* the compute ran in this thread: not a decision */
 		t0 += tc_now_ns() - t1;
 	c->t[id].held = 0;
 	c->t[id].held_host = 0;
@@ -1613,7 +1629,34 @@ int tencache_cache_sync(struct tencache_cache *c, void *stream)
 	if (!c || !c->dev)
 		return -EINVAL;
 	/* host mode runs compute inline: nothing is queued on the caller's stream */
+	if (c->lag_s)
+		return c->dev->ops->stream_sync(c->dev, c->lag_s);
 	return c->host_mode ? 0 : c->dev->ops->stream_sync(c->dev, stream);
+}
+
+/* ---- test hooks (exec.h) ------------------------------------------------- */
+
+int tc_exec_test_lag(struct tencache_cache *c, uint64_t kernel_ns, uint64_t copy_ns)
+{
+	if (!c || !(c->p.flags & TENCACHE_CACHE_HOST_MODE))
+		return -EINVAL;
+	if (c->frozen)
+		return -EBUSY;	/* the stream is made with the others, at freeze */
+	c->lag_on = 1;
+	c->kernel_lag_ns = kernel_ns;
+	c->copy_lag_ns = copy_ns;
+	return 0;
+}
+
+int tc_exec_test_kernel(struct tencache_cache *c, void *dst, const void *src, uint64_t len)
+{
+	int ret;
+
+	if (!c || !c->lag_s || !c->in_step || !dst || !src)
+		return -EINVAL;
+	ret = c->dev->ops->spin(c->dev, c->lag_s, c->kernel_lag_ns);
+	/* H2D: dev.h's copies are plain memcpy in host mode, either way */
+	return ret ?: c->dev->ops->copy(c->dev, c->lag_s, TENCACHE_COPY_H2D, dst, src, len);
 }
 
 int tencache_cache_stats(struct tencache_cache *c, struct tencache_cache_stats *st)

@@ -217,6 +217,15 @@ struct tencache_cache {
 	uint32_t tl_evs_nr, tl_evs_used;	/* (also the GPU-timeline probes) */
 
 	struct tencache_cache_stats st;
+
+	/*
+	 * Test only (tc_exec_test_lag): host mode's compute on a host stream
+	 * of its own, which lags the caller as a GPU's does; NULL: compute
+	 * runs on the caller's thread. Copies may lag too (copy_lag_ns).
+	 */
+	int lag_on;
+	void *lag_s;
+	uint64_t kernel_lag_ns, copy_lag_ns;
 };
 
 /* cache.c */
@@ -232,6 +241,20 @@ int tc_exec_palloc(struct tencache_cache *c, uint32_t id);
 int tc_exec_prof_resolve(struct tencache_cache *c);
 int tc_exec_gpu_resolve(struct tencache_cache *c);
 void *tc_exec_stage_main(void *arg);
+
+/*
+ * Test hooks (cache.c; tests/runtime/cache_lag.c, linked statically): not
+ * part of the API. tc_exec_test_lag, on a host-mode cache before its first
+ * step, gives it a lagging compute stream: acquires' waits for copies are
+ * queued on it, releases' compute_ns run on it, and the events that order
+ * later copies after the compute are recorded on it, as on a GPU. Each copy
+ * is delayed by copy_ns on its stream. tc_exec_test_kernel queues a "kernel"
+ * on that stream: kernel_ns of lag, then memcpy(dst, src, len) (dst or src
+ * an acquired "GPU" pointer); src must stay as it is until the stream runs
+ * it (tencache_cache_sync, or the step's end).
+ */
+int tc_exec_test_lag(struct tencache_cache *c, uint64_t kernel_ns, uint64_t copy_ns);
+int tc_exec_test_kernel(struct tencache_cache *c, void *dst, const void *src, uint64_t len);
 
 /* setup.c */
 int tc_exec_freeze(struct tencache_cache *c);

@@ -222,6 +222,10 @@ int tc_exec_freeze(struct tencache_cache *c)
 	}
 	ret = c->dev->ops->stream_create(c->dev, &c->h2d);
 	ret = ret ?: c->dev->ops->stream_create(c->dev, &c->d2h);
+	/* test only: a compute stream of the host backend's own, which the
+	 * issuer, if any, treats as a caller's stream, as a GPU's is */
+	if (!ret && c->lag_on)
+		ret = tc_dev_host_ops.stream_create(c->dev->hdev, &c->lag_s);
 	ret = ret ?: c->dev->ops->event_create(c->dev, 1, &c->step_ev);
 	if (ret)
 		goto fail;
@@ -907,6 +911,8 @@ void tencache_cache_destroy(struct tencache_cache *c)
 		c->dev->ops->stream_destroy(c->dev, c->d2h);
 		if (c->sstream)
 			c->dev->ops->stream_destroy(c->dev, c->sstream);
+		if (c->lag_s)
+			tc_dev_host_ops.stream_destroy(c->dev->hdev, c->lag_s);
 	}
 	if (c->have_plan)
 		tc_plan_free(&c->plan);

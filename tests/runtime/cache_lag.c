@@ -1,0 +1,213 @@
+/* cache_lag.c - host mode with a lagging compute stream (the test hooks
+ * tc_exec_test_lag / tc_exec_test_kernel of exec/exec.h): the "GPU" kernels
+ * run late on a stream of their own, as on a GPU, so that a copy not ordered
+ * after the compute that wrote its source (compute -> D2H), or a kernel not
+ * ordered after the copy that brought its input (H2D -> compute), reads a
+ * stale value. In plain host mode the compute runs on the caller's thread
+ * and such bugs cannot show. A training-like step: forward reads each
+ * parameter and writes an activation, backward reads the activation and
+ * writes a gradient, and an optimizer host op right after reads the
+ * gradient and rewrites the parameter, which the next step's forward reads
+ * on the "GPU". Profiled (on demand) and planned steps, an order change in
+ * the middle, with and without the issuer, with slow kernels or slow
+ * copies. Every value is checked: on the host at once, and what each kernel
+ * read once its stream is done. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tencache.h"
+#include "exec/exec.h"
+#include "test.h"
+
+#define NP	6		/* layers: P_k = k, A_k = NP + k, G_k = 2 NP + k */
+#define NT	(3 * NP)
+#define STEPS	10
+#define CHANGE	5		/* from this step on, forward swaps layers 0 and 1 */
+#define KiB	1024ULL
+
+static uint64_t bytes[NT];
+static uint32_t version[NT];
+static uint32_t *src[NT];	/* what a kernel writes: stays until the step ends */
+static uint32_t *snap[NT];	/* what a kernel read */
+static uint32_t snap_ver[NT];	/* the version it had to read */
+
+struct cfg {
+	const char *name;
+	unsigned flags;
+	uint64_t kernel_ns, copy_ns;
+};
+
+/* A GPU op: kernel reads tensor in (into snap), writes tensor out. */
+static int gpu_op(struct tencache_cache *c, int in, int out)
+{
+	void *pi, *po;
+	int ret = tencache_acquire(c, in, TENCACHE_ACQ_READ, NULL, &pi);
+
+	ret = ret ?: tencache_acquire(c, out, TENCACHE_ACQ_WRITE, NULL, &po);
+	if (ret)
+		return ret;
+	snap_ver[in] = version[in];
+	version[out]++;
+	t_tensor_fill(src[out], bytes[out], out, version[out]);
+	ret = tc_exec_test_kernel(c, snap[in], pi, bytes[in]);
+	ret = ret ?: tc_exec_test_kernel(c, po, src[out], bytes[out]);
+	ret = ret ?: tencache_release(c, in, NULL, 20000);
+	return ret ?: tencache_release(c, out, NULL, 0);
+}
+
+/* The optimizer: reads G_k and P_k on the host at once, rewrites P_k. */
+static int host_op(struct tencache_cache *c, int step, int k)
+{
+	int g = 2 * NP + k;
+	void *pg, *pp;
+	int ret = tencache_acquire(c, g, TENCACHE_ACQ_READ | TENCACHE_ACQ_HOST, NULL, &pg);
+
+	ret = ret ?: tencache_acquire(c, k, TENCACHE_ACQ_READ | TENCACHE_ACQ_WRITE |
+				      TENCACHE_ACQ_HOST, NULL, &pp);
+	if (ret)
+		return ret;
+	T_CHECK(t_tensor_check(pg, bytes[g], g, version[g]),
+		"step %d: the host read a stale gradient %d (its D2H did not wait for the kernel that wrote it)",
+		step, g);
+	T_CHECK(t_tensor_check(pp, bytes[k], k, version[k]),
+		"step %d: the host read a stale parameter %d", step, k);
+	version[k]++;
+	t_tensor_fill(pp, bytes[k], k, version[k]);
+	ret = tencache_release(c, g, NULL, 0);
+	return ret ?: tencache_release(c, k, NULL, 0);
+}
+
+static int step(struct tencache_cache *c, int s)
+{
+	int ret = tencache_step_begin(c);
+
+	for (int i = 0; i < NP && !ret; i++) {
+		int k = s >= CHANGE && i < 2 ? 1 - i : i;
+
+		ret = gpu_op(c, k, NP + k);
+	}
+	for (int k = NP - 1; k >= 0 && !ret; k--) {
+		ret = gpu_op(c, NP + k, 2 * NP + k);
+		ret = ret ?: host_op(c, s, k);
+	}
+	ret = ret ?: tencache_step_end(c);
+	if (ret)
+		return ret;
+	/* the step's end waited for the kernels: what did they read? */
+	for (int i = 0; i < 2 * NP; i++)
+		T_CHECK(t_tensor_check(snap[i], bytes[i], i, snap_ver[i]),
+			"step %d: a kernel read a stale tensor %d (wanted version %u)", s, i,
+			snap_ver[i]);
+	return 0;
+}
+
+static int run(struct tencache *tc, const struct cfg *f)
+{
+	struct tencache_cache_params p = { .flags = TENCACHE_CACHE_HOST_MODE | f->flags };
+	struct tencache_cache_stats st;
+	struct tencache_cache *c;
+	uint64_t total = 0;
+	int ret = 0, fails = t_failures;
+
+	for (int i = 0; i < NT; i++)
+		total += bytes[i];
+	p.gpu_budget = total / 2;	/* evictions on demand, drops planned */
+	T_EQ(tencache_cache_create(tc, &c, &p), 0);
+	for (int i = 0; i < NT; i++)
+		T_EQ(tencache_tensor_register(c, bytes[i], i < NP ? TENCACHE_ROLE_PARAM_BF16 :
+					      i < 2 * NP ? TENCACHE_ROLE_ACTIVATION :
+					      TENCACHE_ROLE_GRAD), i);
+	T_EQ(tc_exec_test_lag(c, f->kernel_ns, f->copy_ns), 0);
+	for (int i = 0; i < NT && !ret; i++) {
+		void *h;
+
+		version[i] = 0;
+		ret = tencache_tensor_host(c, i, &h);
+		if (!ret)
+			t_tensor_fill(h, bytes[i], i, 0);
+	}
+	T_EQ(ret, 0);
+	T_EQ(tc_exec_test_lag(c, 0, 0), -EBUSY);	/* the cache is set up */
+	for (int s = 0; s < STEPS && !ret; s++) {
+		ret = step(c, s);
+		T_CHECK(ret == 0, "%s: step %d failed: %d", f->name, s, ret);
+	}
+	T_EQ(tencache_cache_stats(c, &st), 0);
+	/* profiled, planned, an order change, profiled again, planned */
+	T_CHECK(st.planned_steps >= 5, "%s: %llu of %d steps planned", f->name,
+		(unsigned long long)st.planned_steps, STEPS);
+	T_EQ(st.reprofiles, 1);
+	T_EQ(tencache_cache_flush(c), 0);
+	for (int i = 0; i < NT; i++) {
+		void *h;
+
+		/* an activation is dead after backward's read (forward rewrites
+		 * it first): a plan drops it without a writeback */
+		if (i >= NP && i < 2 * NP)
+			continue;
+
+		T_EQ(tencache_tensor_host(c, i, &h), 0);
+		T_CHECK(t_tensor_check(h, bytes[i], i, version[i]), "%s: tensor %d stale after flush",
+			f->name, i);
+	}
+	printf("%s: %s, %llu/%d steps planned, %llu reprofile(s), H2D %llu KiB, D2H %llu KiB\n",
+	       f->name, t_failures == fails ? "ok" : "FAILED",
+	       (unsigned long long)st.planned_steps, STEPS,
+	       (unsigned long long)st.reprofiles,
+	       (unsigned long long)(st.link_bytes[0] / KiB),
+	       (unsigned long long)(st.link_bytes[1] / KiB));
+	tencache_cache_destroy(c);
+	return ret;
+}
+
+static void bad_input(struct tencache *tc)
+{
+	struct tencache_cache_params p = { .gpu_budget = 1 << 20 };
+	struct tencache_cache *c;
+	void *h;
+
+	T_EQ(tc_exec_test_lag(NULL, 0, 0), -EINVAL);
+	T_EQ(tencache_cache_create(tc, &c, &p), 0);
+	T_EQ(tc_exec_test_lag(c, 0, 0), -EINVAL);		/* not host mode */
+	tencache_cache_destroy(c);
+	p.flags = TENCACHE_CACHE_HOST_MODE;
+	T_EQ(tencache_cache_create(tc, &c, &p), 0);
+	T_EQ(tencache_tensor_register(c, 4096, TENCACHE_ROLE_PARAM_BF16), 0);
+	T_EQ(tencache_step_begin(c), 0);
+	T_EQ(tencache_acquire(c, 0, TENCACHE_ACQ_WRITE, NULL, &h), 0);
+	T_EQ(tc_exec_test_kernel(c, h, h, 4096), -EINVAL);	/* no lag stream */
+	T_EQ(tencache_release(c, 0, NULL, 0), 0);
+	T_EQ(tencache_step_end(c), 0);
+	tencache_cache_destroy(c);
+}
+
+int main(void)
+{
+	struct tencache_params tp = { .flags = TENCACHE_F_NO_CUDA, .log_level = TENCACHE_LOG_WARN,
+				      .pool_backend = TENCACHE_POOL_THP };
+	static const struct cfg cfgs[] = {
+		{ "slow kernels", 0, 1000000, 0 },
+		{ "slow kernels, issuer", TENCACHE_CACHE_ISSUER, 1000000, 0 },
+		{ "slow copies", 0, 0, 1000000 },
+		{ "slow both, issuer", TENCACHE_CACHE_ISSUER, 500000, 500000 },
+	};
+	struct tencache *tc;
+
+	for (int i = 0; i < NT; i++) {
+		bytes[i] = (4 + (i * 5) % 11) * 4 * KiB;
+		src[i] = malloc(bytes[i]);
+		snap[i] = malloc(bytes[i]);
+		if (!src[i] || !snap[i])
+			return T_EXIT_FAIL;
+	}
+	T_EQ(tencache_init(&tc, &tp), 0);
+	if (t_failures)
+		return T_EXIT_FAIL;
+	bad_input(tc);
+	for (unsigned i = 0; i < sizeof(cfgs) / sizeof(cfgs[0]); i++)
+		run(tc, &cfgs[i]);
+	tencache_exit(tc);
+	return t_exit();
+}
