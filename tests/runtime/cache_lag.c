@@ -30,8 +30,12 @@
 static uint64_t bytes[NT];
 static uint32_t version[NT];
 static uint32_t *src[NT];	/* what a kernel writes: stays until the step ends */
-static uint32_t *snap[NT];	/* what a kernel read */
-static uint32_t snap_ver[NT];	/* the version it had to read */
+/* what each read of a step read: forward P_k (slot k), backward A_k
+ * (NP + k) and P_k (2 NP + k); the tensor and the version it had to read */
+#define NSLOT	(3 * NP)
+static uint32_t *snap[NSLOT];
+static int snap_id[NSLOT];
+static uint32_t snap_ver[NSLOT];
 
 struct cfg {
 	const char *name;
@@ -39,44 +43,70 @@ struct cfg {
 	uint64_t kernel_ns, copy_ns;
 };
 
-/* A GPU op: kernel reads tensor in (into snap), writes tensor out. */
-static int gpu_op(struct tencache_cache *c, int in, int out)
+/*
+ * A GPU op: its kernels read tensor in (into snap slot), and tensor in2
+ * (slot2) unless it is -1, and write tensor out.
+ */
+static int gpu_op(struct tencache_cache *c, int in, int slot, int in2, int slot2, int out)
 {
-	void *pi, *po;
+	void *pi, *pi2 = NULL, *po;
 	int ret = tencache_acquire(c, in, TENCACHE_ACQ_READ, NULL, &pi);
 
+	if (in2 >= 0)
+		ret = ret ?: tencache_acquire(c, in2, TENCACHE_ACQ_READ, NULL, &pi2);
 	ret = ret ?: tencache_acquire(c, out, TENCACHE_ACQ_WRITE, NULL, &po);
 	if (ret)
 		return ret;
-	snap_ver[in] = version[in];
+	snap_id[slot] = in;
+	snap_ver[slot] = version[in];
+	ret = tc_exec_test_kernel(c, snap[slot], pi, bytes[in]);
+	if (in2 >= 0) {
+		snap_id[slot2] = in2;
+		snap_ver[slot2] = version[in2];
+		ret = ret ?: tc_exec_test_kernel(c, snap[slot2], pi2, bytes[in2]);
+	}
 	version[out]++;
 	t_tensor_fill(src[out], bytes[out], out, version[out]);
-	ret = tc_exec_test_kernel(c, snap[in], pi, bytes[in]);
 	ret = ret ?: tc_exec_test_kernel(c, po, src[out], bytes[out]);
 	ret = ret ?: tencache_release(c, in, NULL, 20000);
+	if (in2 >= 0)
+		ret = ret ?: tencache_release(c, in2, NULL, 0);
 	return ret ?: tencache_release(c, out, NULL, 0);
 }
 
-/* The optimizer: reads G_k and P_k on the host at once, rewrites P_k. */
+/*
+ * The optimizer: reads G_k, rewrites P_k. Either acquire alone waits for
+ * backward's kernel, and so hides the other's missing wait: on even layers
+ * the gradient comes first (its D2H must wait for the kernel that wrote it),
+ * on odd ones P_k is rewritten first, at once (a decay), and its acquire
+ * must wait for the H2D of backward's read of P_k, which may still be
+ * reading the pinned copy the host rewrites.
+ */
 static int host_op(struct tencache_cache *c, int step, int k)
 {
 	int g = 2 * NP + k;
-	void *pg, *pp;
-	int ret = tencache_acquire(c, g, TENCACHE_ACQ_READ | TENCACHE_ACQ_HOST, NULL, &pg);
+	void *pg = NULL, *pp;
+	int ret = 0;
 
+	if (!(k & 1))
+		ret = tencache_acquire(c, g, TENCACHE_ACQ_READ | TENCACHE_ACQ_HOST, NULL, &pg);
 	ret = ret ?: tencache_acquire(c, k, TENCACHE_ACQ_READ | TENCACHE_ACQ_WRITE |
 				      TENCACHE_ACQ_HOST, NULL, &pp);
+	if (ret)
+		return ret;
+	T_CHECK(t_tensor_check(pp, bytes[k], k, version[k]),
+		"step %d: the host read a stale parameter %d", step, k);
+	version[k]++;
+	t_tensor_fill(pp, bytes[k], k, version[k]);
+	if (k & 1)
+		ret = tencache_acquire(c, g, TENCACHE_ACQ_READ | TENCACHE_ACQ_HOST, NULL, &pg);
 	if (ret)
 		return ret;
 	T_CHECK(t_tensor_check(pg, bytes[g], g, version[g]),
 		"step %d: the host read a stale gradient %d (its D2H did not wait for the kernel that wrote it)",
 		step, g);
-	T_CHECK(t_tensor_check(pp, bytes[k], k, version[k]),
-		"step %d: the host read a stale parameter %d", step, k);
-	version[k]++;
-	t_tensor_fill(pp, bytes[k], k, version[k]);
-	ret = tencache_release(c, g, NULL, 0);
-	return ret ?: tencache_release(c, k, NULL, 0);
+	ret = tencache_release(c, k, NULL, 0);
+	return ret ?: tencache_release(c, g, NULL, 0);
 }
 
 static int step(struct tencache_cache *c, int s)
@@ -86,19 +116,21 @@ static int step(struct tencache_cache *c, int s)
 	for (int i = 0; i < NP && !ret; i++) {
 		int k = s >= CHANGE && i < 2 ? 1 - i : i;
 
-		ret = gpu_op(c, k, NP + k);
+		ret = gpu_op(c, k, k, -1, 0, NP + k);
 	}
 	for (int k = NP - 1; k >= 0 && !ret; k--) {
-		ret = gpu_op(c, NP + k, 2 * NP + k);
+		/* reads P_k too: the host op rewrites it right after, while
+		 * its H2D for this kernel may still be reading it */
+		ret = gpu_op(c, NP + k, NP + k, k, 2 * NP + k, 2 * NP + k);
 		ret = ret ?: host_op(c, s, k);
 	}
 	ret = ret ?: tencache_step_end(c);
 	if (ret)
 		return ret;
 	/* the step's end waited for the kernels: what did they read? */
-	for (int i = 0; i < 2 * NP; i++)
-		T_CHECK(t_tensor_check(snap[i], bytes[i], i, snap_ver[i]),
-			"step %d: a kernel read a stale tensor %d (wanted version %u)", s, i,
+	for (int i = 0; i < NSLOT; i++)
+		T_CHECK(t_tensor_check(snap[i], bytes[snap_id[i]], snap_id[i], snap_ver[i]),
+			"step %d: a kernel read tensor %d not at version %u", s, snap_id[i],
 			snap_ver[i]);
 	return 0;
 }
@@ -198,8 +230,12 @@ int main(void)
 	for (int i = 0; i < NT; i++) {
 		bytes[i] = (4 + (i * 5) % 11) * 4 * KiB;
 		src[i] = malloc(bytes[i]);
-		snap[i] = malloc(bytes[i]);
-		if (!src[i] || !snap[i])
+		if (!src[i])
+			return T_EXIT_FAIL;
+	}
+	for (int i = 0; i < NSLOT; i++) {
+		snap[i] = malloc(16 * 4 * KiB);	/* the largest tensor */
+		if (!snap[i])
 			return T_EXIT_FAIL;
 	}
 	T_EQ(tencache_init(&tc, &tp), 0);
