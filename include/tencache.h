@@ -560,7 +560,12 @@ TENCACHE_API int tencache_release(struct tencache_cache *c, int id, void *stream
 TENCACHE_API int tencache_op_detach(struct tencache_cache *c, uint64_t *token);
 /* The detached op is finished. -EINVAL: not a token of this step, or done already. */
 TENCACHE_API int tencache_op_done(struct tencache_cache *c, uint64_t token);
-/* Write every dirty tensor back to its home (pinned or NVMe) and wait. */
+/*
+ * Write every dirty tensor back to its home (pinned or NVMe) and wait. A
+ * planned step does not keep values its trace overwrites before reading
+ * them again (activations, rewritten by the next forward): after a flush,
+ * tencache_tensor_host of such a tensor may return an older value.
+ */
 TENCACHE_API int tencache_cache_flush(struct tencache_cache *c);
 /*
  * Wait until the work queued on stream (NULL: the legacy default stream) is
