@@ -11,11 +11,22 @@
  * on the "GPU". Profiled (on demand) and planned steps, an order change in
  * the middle, with and without the issuer, with slow kernels or slow
  * copies. Every value is checked: on the host at once, and what each kernel
- * read once its stream is done. */
+ * read once its stream is done.
+ * The same step with offload(overlap=True)'s pattern (python/tencache/
+ * overlap.py): each layer's optimizer op is acquired LAG backward releases
+ * after its layer's, detached, run on a worker thread (late, then
+ * tencache_op_done) and released just before the next forward reads the
+ * parameter, across the step's end; also with the NVMe tier, where the ops
+ * are released within a window of held bytes and all at the step's end. */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "tencache.h"
 #include "exec/exec.h"
@@ -41,7 +52,37 @@ struct cfg {
 	const char *name;
 	unsigned flags;
 	uint64_t kernel_ns, copy_ns;
+	int overlap;		/* detached optimizer ops on a worker thread */
+	int nvme;		/* the NVMe tier, below a pinned budget */
 };
+
+/*
+ * overlap: a layer's optimizer op (G_k read, P_k rewritten) is acquired LAG
+ * backward releases after its layer's, detached, and run on the worker
+ * thread (the lowest layer queued first, as overlap.py's worker), which
+ * sleeps JOB_US, checks what it reads, rewrites P_k and calls
+ * tencache_op_done; the main thread releases it (settle) before P_k's next
+ * forward read, in the next step: the ops carry over the step's end. With
+ * a window (the NVMe tier) the oldest are released once more than window
+ * bytes are held, and all before the step ends.
+ */
+#define LAG	2
+#define JOB_US	1500
+enum { J_IDLE, J_QUEUED, J_RUNNING, J_DONE };
+struct job {
+	int state;
+	uint64_t token;
+	uint32_t *pp, *pg;	/* pinned P_k and G_k */
+	uint32_t pver, gver;	/* the versions the op must read */
+	int stale_p, stale_g, done_ret;
+	int seq;		/* launch order, for the window */
+};
+static struct job jobs[NP];
+static struct tencache_cache *wcache;
+static pthread_mutex_t jmu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t jcond = PTHREAD_COND_INITIALIZER;
+static int wstop, seq, carried;
+static uint64_t window, held_bytes;
 
 /*
  * A GPU op: its kernels read tensor in (into snap slot), and tensor in2
@@ -109,16 +150,153 @@ static int host_op(struct tencache_cache *c, int step, int k)
 	return ret ?: tencache_release(c, g, NULL, 0);
 }
 
-static int step(struct tencache_cache *c, int s)
+/* The worker thread: runs the queued optimizer ops, lowest layer first. */
+static void *worker(void *arg)
+{
+	struct timespec ts = { 0, JOB_US * 1000 };
+
+	pthread_mutex_lock(&jmu);
+	for (;;) {
+		struct job *j = NULL;
+		int k;
+
+		for (k = 0; k < NP && !j; k++)
+			if (jobs[k].state == J_QUEUED)
+				j = &jobs[k];
+		k--;
+		if (!j) {
+			if (wstop)
+				break;
+			pthread_cond_wait(&jcond, &jmu);
+			continue;
+		}
+		j->state = J_RUNNING;
+		pthread_mutex_unlock(&jmu);
+		nanosleep(&ts, NULL);	/* a slow AdamW: the main thread goes on */
+		j->stale_g = !t_tensor_check(j->pg, bytes[2 * NP + k], 2 * NP + k, j->gver);
+		j->stale_p = !t_tensor_check(j->pp, bytes[k], k, j->pver);
+		t_tensor_fill(j->pp, bytes[k], k, j->pver + 1);
+		j->done_ret = tencache_op_done(wcache, j->token);
+		pthread_mutex_lock(&jmu);
+		j->state = J_DONE;
+		pthread_cond_broadcast(&jcond);
+	}
+	pthread_mutex_unlock(&jmu);
+	return NULL;
+}
+
+/* Acquire layer k's optimizer op (the gradient first on even layers, as
+ * host_op), detach it and queue it on the worker. */
+static int launch(struct tencache_cache *c, int k)
+{
+	int g = 2 * NP + k, ret = 0;
+	struct job *j = &jobs[k];
+	void *pg = NULL, *pp;
+
+	if (!(k & 1))
+		ret = tencache_acquire(c, g, TENCACHE_ACQ_READ | TENCACHE_ACQ_HOST, NULL, &pg);
+	ret = ret ?: tencache_acquire(c, k, TENCACHE_ACQ_READ | TENCACHE_ACQ_WRITE |
+				      TENCACHE_ACQ_HOST, NULL, &pp);
+	if (k & 1)
+		ret = ret ?: tencache_acquire(c, g, TENCACHE_ACQ_READ | TENCACHE_ACQ_HOST,
+					      NULL, &pg);
+	ret = ret ?: tencache_op_detach(c, &j->token);
+	if (ret)
+		return ret;
+	j->pp = pp;
+	j->pg = pg;
+	j->pver = version[k];
+	j->gver = version[g];
+	j->seq = seq++;
+	held_bytes += bytes[k] + bytes[g];
+	pthread_mutex_lock(&jmu);
+	j->state = J_QUEUED;
+	pthread_cond_broadcast(&jcond);
+	pthread_mutex_unlock(&jmu);
+	return 0;
+}
+
+/* Wait for layer k's op, check what it read, release its tensors. */
+static int settle(struct tencache_cache *c, int s, int k)
+{
+	struct job *j = &jobs[k];
+	int ret;
+
+	pthread_mutex_lock(&jmu);
+	while (j->state != J_DONE)
+		pthread_cond_wait(&jcond, &jmu);
+	j->state = J_IDLE;
+	pthread_mutex_unlock(&jmu);
+	T_CHECK(!j->stale_g, "step %d: the optimizer read a stale gradient %d", s, 2 * NP + k);
+	T_CHECK(!j->stale_p, "step %d: the optimizer read a stale parameter %d", s, k);
+	T_EQ(j->done_ret, 0);
+	version[k] = j->pver + 1;
+	held_bytes -= bytes[k] + bytes[2 * NP + k];
+	ret = tencache_release(c, k, NULL, 0);
+	return ret ?: tencache_release(c, 2 * NP + k, NULL, 0);
+}
+
+/* Release the oldest ops while more than the window is held (all: 0). */
+static int settle_window(struct tencache_cache *c, int s, uint64_t win)
+{
+	int ret = 0;
+
+	while (!ret && held_bytes > win) {
+		int old = -1;
+
+		for (int k = 0; k < NP; k++)
+			if (jobs[k].state != J_IDLE && (old < 0 || jobs[k].seq < jobs[old].seq))
+				old = k;
+		ret = settle(c, s, old);
+	}
+	return ret;
+}
+
+/* Backward with overlap.py's pattern: an op LAG releases after its layer's. */
+static int backward_overlap(struct tencache_cache *c, int s)
+{
+	int ready[NP], rtick[NP], head = 0, tail = 0, tick = 0, ret = 0;
+
+	for (int k = NP - 1; k >= 0 && !ret; k--) {
+		ret = gpu_op(c, NP + k, NP + k, k, 2 * NP + k, 2 * NP + k);
+		ready[tail] = k;
+		rtick[tail++] = ++tick;
+		while (!ret && head < tail && tick - rtick[head] >= LAG) {
+			ret = launch(c, ready[head++]);
+			if (window)
+				ret = ret ?: settle_window(c, s, window);
+		}
+	}
+	while (!ret && head < tail)	/* optimizer.step(): the rest */
+		ret = launch(c, ready[head++]);
+	pthread_mutex_lock(&jmu);
+	for (int k = 0; k < NP; k++)
+		carried += jobs[k].state == J_QUEUED || jobs[k].state == J_RUNNING;
+	pthread_mutex_unlock(&jmu);
+	if (window)		/* with a window, none carries over */
+		ret = ret ?: settle_window(c, s, 0);
+	return ret;
+}
+
+static int step(struct tencache_cache *c, const struct cfg *f, int s)
 {
 	int ret = tencache_step_begin(c);
 
 	for (int i = 0; i < NP && !ret; i++) {
 		int k = s >= CHANGE && i < 2 ? 1 - i : i;
 
-		ret = gpu_op(c, k, k, -1, 0, NP + k);
+		/* overlap: the last step's update of P_k, done and released */
+		if (jobs[k].state != J_IDLE)
+			ret = settle(c, s, k);
+		ret = ret ?: gpu_op(c, k, k, -1, 0, NP + k);
 	}
-	for (int k = NP - 1; k >= 0 && !ret; k--) {
+	if (f->overlap) {
+		ret = ret ?: backward_overlap(c, s);
+		/* the last step leaves none held (flush waits for them) */
+		if (s == STEPS - 1)
+			ret = ret ?: settle_window(c, s, 0);
+	}
+	for (int k = NP - 1; k >= 0 && !ret && !f->overlap; k--) {
 		/* reads P_k too: the host op rewrites it right after, while
 		 * its H2D for this kernel may still be reading it */
 		ret = gpu_op(c, NP + k, NP + k, k, 2 * NP + k, 2 * NP + k);
@@ -135,18 +313,31 @@ static int step(struct tencache_cache *c, int s)
 	return 0;
 }
 
-static int run(struct tencache *tc, const struct cfg *f)
+static int run(struct tencache *tc, const struct cfg *f, const char *dir)
 {
 	struct tencache_cache_params p = { .flags = TENCACHE_CACHE_HOST_MODE | f->flags };
 	struct tencache_cache_stats st;
 	struct tencache_cache *c;
 	uint64_t total = 0;
 	int ret = 0, fails = t_failures;
+	pthread_t th;
+	char path[512];
 
 	for (int i = 0; i < NT; i++)
 		total += bytes[i];
 	p.gpu_budget = total / 2;	/* evictions on demand, drops planned */
+	window = 0;
+	if (f->nvme) {
+		/* staged through a pinned budget below the total */
+		snprintf(path, sizeof(path), "%s/tencache-lag-test.swap", dir);
+		p.pinned_budget = total * 3 / 5;
+		p.nvme_budget = total * 2;
+		p.nvme_path = path;
+		window = total / 5;
+	}
 	T_EQ(tencache_cache_create(tc, &c, &p), 0);
+	if (t_failures > fails)
+		return -EINVAL;
 	for (int i = 0; i < NT; i++)
 		T_EQ(tencache_tensor_register(c, bytes[i], i < NP ? TENCACHE_ROLE_PARAM_BF16 :
 					      i < 2 * NP ? TENCACHE_ROLE_ACTIVATION :
@@ -162,9 +353,27 @@ static int run(struct tencache *tc, const struct cfg *f)
 	}
 	T_EQ(ret, 0);
 	T_EQ(tc_exec_test_lag(c, 0, 0), -EBUSY);	/* the cache is set up */
+	wcache = c;
+	wstop = 0;
+	carried = 0;
+	held_bytes = 0;
+	seq = 0;
+	T_EQ(pthread_create(&th, NULL, worker, NULL), 0);
 	for (int s = 0; s < STEPS && !ret; s++) {
-		ret = step(c, s);
+		ret = step(c, f, s);
 		T_CHECK(ret == 0, "%s: step %d failed: %d", f->name, s, ret);
+	}
+	/* after a failure: let the worker finish what it holds */
+	pthread_mutex_lock(&jmu);
+	wstop = 1;
+	pthread_cond_broadcast(&jcond);
+	pthread_mutex_unlock(&jmu);
+	pthread_join(th, NULL);
+	for (int k = 0; k < NP; k++)
+		jobs[k].state = J_IDLE;
+	if (ret) {
+		tencache_cache_destroy(c);
+		return ret;
 	}
 	T_EQ(tencache_cache_stats(c, &st), 0);
 	/* profiled, planned, an order change, profiled again, planned */
@@ -179,17 +388,31 @@ static int run(struct tencache *tc, const struct cfg *f)
 		 * it first): a plan drops it without a writeback */
 		if (i >= NP && i < 2 * NP)
 			continue;
+		/* so is a gradient (backward rewrites it first): with the NVMe
+		 * tier its home is not written (tensor_host reads zeros) */
+		if (f->nvme && i >= 2 * NP)
+			continue;
 
 		T_EQ(tencache_tensor_host(c, i, &h), 0);
 		T_CHECK(t_tensor_check(h, bytes[i], i, version[i]), "%s: tensor %d stale after flush",
 			f->name, i);
 	}
-	printf("%s: %s, %llu/%d steps planned, %llu reprofile(s), H2D %llu KiB, D2H %llu KiB\n",
+	/* the ops must have run late: some not done when backward ended */
+	if (f->overlap)
+		T_CHECK(carried > 0, "%s: every optimizer op was done before backward ended",
+			f->name);
+	if (f->nvme)
+		T_CHECK(st.link_bytes[2] && st.link_bytes[3], "%s: nothing was staged (NVMe %llu/%llu B)",
+			f->name, (unsigned long long)st.link_bytes[2],
+			(unsigned long long)st.link_bytes[3]);
+	printf("%s: %s, %llu/%d steps planned, %llu reprofile(s), %d op(s) still running at backward's ends, H2D %llu KiB, D2H %llu KiB, NVMe %llu/%llu KiB\n",
 	       f->name, t_failures == fails ? "ok" : "FAILED",
 	       (unsigned long long)st.planned_steps, STEPS,
-	       (unsigned long long)st.reprofiles,
+	       (unsigned long long)st.reprofiles, carried,
 	       (unsigned long long)(st.link_bytes[0] / KiB),
-	       (unsigned long long)(st.link_bytes[1] / KiB));
+	       (unsigned long long)(st.link_bytes[1] / KiB),
+	       (unsigned long long)(st.link_bytes[2] / KiB),
+	       (unsigned long long)(st.link_bytes[3] / KiB));
 	tencache_cache_destroy(c);
 	return ret;
 }
@@ -220,12 +443,22 @@ int main(void)
 	struct tencache_params tp = { .flags = TENCACHE_F_NO_CUDA, .log_level = TENCACHE_LOG_WARN,
 				      .pool_backend = TENCACHE_POOL_THP };
 	static const struct cfg cfgs[] = {
-		{ "slow kernels", 0, 1000000, 0 },
-		{ "slow kernels, issuer", TENCACHE_CACHE_ISSUER, 1000000, 0 },
-		{ "slow copies", 0, 0, 1000000 },
-		{ "slow both, issuer", TENCACHE_CACHE_ISSUER, 500000, 500000 },
+		{ "slow kernels", 0, 1000000, 0, 0, 0 },
+		{ "slow kernels, issuer", TENCACHE_CACHE_ISSUER, 1000000, 0, 0, 0 },
+		{ "slow copies", 0, 0, 1000000, 0, 0 },
+		{ "slow both, issuer", TENCACHE_CACHE_ISSUER, 500000, 500000, 0, 0 },
+		{ "overlap, slow kernels", 0, 1000000, 0, 1, 0 },
+		{ "overlap, slow kernels, issuer", TENCACHE_CACHE_ISSUER, 1000000, 0, 1, 0 },
+		{ "overlap, slow copies", 0, 0, 1000000, 1, 0 },
+		{ "overlap, slow copies, issuer", TENCACHE_CACHE_ISSUER, 0, 1000000, 1, 0 },
+		{ "overlap, NVMe, slow kernels", 0, 1000000, 0, 1, 1 },
+		{ "overlap, NVMe, slow copies, issuer", TENCACHE_CACHE_ISSUER, 0, 1000000, 1, 1 },
+		{ "NVMe, slow both", 0, 500000, 500000, 0, 1 },
 	};
+	const char *dir = getenv("TEST_DIR") ? getenv("TEST_DIR") : "/var/tmp";
 	struct tencache *tc;
+	char probe[512];
+	int odirect, fd;
 
 	for (int i = 0; i < NT; i++) {
 		bytes[i] = (4 + (i * 5) % 11) * 4 * KiB;
@@ -242,8 +475,20 @@ int main(void)
 	if (t_failures)
 		return T_EXIT_FAIL;
 	bad_input(tc);
-	for (unsigned i = 0; i < sizeof(cfgs) / sizeof(cfgs[0]); i++)
-		run(tc, &cfgs[i]);
+	snprintf(probe, sizeof(probe), "%s/tencache-odirect-probe-lag", dir);
+	fd = open(probe, O_RDWR | O_CREAT | O_DIRECT, 0600);
+	odirect = fd >= 0;
+	if (fd >= 0)
+		close(fd);
+	unlink(probe);
+	for (unsigned i = 0; i < sizeof(cfgs) / sizeof(cfgs[0]); i++) {
+		if (cfgs[i].nvme && !odirect) {
+			printf("%s: not tested: %s refuses O_DIRECT (set TEST_DIR)\n",
+			       cfgs[i].name, dir);
+			continue;
+		}
+		run(tc, &cfgs[i], dir);
+	}
 	tencache_exit(tc);
 	return t_exit();
 }
