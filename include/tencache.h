@@ -563,8 +563,9 @@ TENCACHE_API int tencache_op_done(struct tencache_cache *c, uint64_t token);
 /*
  * Write every dirty tensor back to its home (pinned or NVMe) and wait. A
  * planned step does not keep values its trace overwrites before reading
- * them again (activations, rewritten by the next forward): after a flush,
- * tencache_tensor_host of such a tensor may return an older value.
+ * them again (activations, rewritten by the next forward; gradients, with
+ * an NVMe tier): after a flush, tencache_tensor_host of such a tensor may
+ * return an older value, or zeros where its home was never written.
  */
 TENCACHE_API int tencache_cache_flush(struct tencache_cache *c);
 /*
