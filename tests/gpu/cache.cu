@@ -278,19 +278,13 @@ int main(void)
 	struct tencache_params tp = {};
 	const char *dir = getenv("TEST_DIR") ? getenv("TEST_DIR") : "/var/tmp";
 	struct tencache *tc;
-	char probe[512];
-	int odirect, fd;
+	int odirect;
 
 	tp.log_level = TENCACHE_LOG_WARN;
 	tc = gpu_setup(&tp);
 	CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
 	CK(cudaMallocHost((void **)&hbuf, 256 * KiB));
-	snprintf(probe, sizeof(probe), "%s/tencache-odirect-probe", dir);
-	fd = open(probe, O_RDWR | O_CREAT | O_DIRECT, 0600);
-	odirect = fd >= 0;
-	if (fd >= 0)
-		close(fd);
-	unlink(probe);
+	odirect = t_odirect_ok(dir);
 	for (unsigned seed = 1; seed <= 3; seed++) {
 		gen(seed);
 		for (unsigned pol = TENCACHE_POLICY_OURS; pol <= TENCACHE_POLICY_10CACHE; pol++) {

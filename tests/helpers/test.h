@@ -2,9 +2,11 @@
 #ifndef TENCACHE_TEST_H
 #define TENCACHE_TEST_H
 
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 /* Exit codes understood by tests/runner.sh. */
 enum t_test_result {
@@ -26,6 +28,23 @@ static inline long t_read_long(const char *path)
 	}
 	return v;
 }
+
+#ifdef O_DIRECT	/* _GNU_SOURCE */
+/* Whether files in dir take O_DIRECT, which the NVMe tier's swap file needs. */
+static inline int t_odirect_ok(const char *dir)
+{
+	char probe[512];
+	int fd;
+
+	snprintf(probe, sizeof(probe), "%s/tencache-odirect-probe-%d", dir, (int)getpid());
+	fd = open(probe, O_RDWR | O_CREAT | O_DIRECT, 0600);
+	if (fd < 0)
+		return 0;
+	close(fd);
+	unlink(probe);
+	return 1;
+}
+#endif
 
 /* Print a failure with its location and remember it; tests end with t_exit(). */
 static int t_failures;

@@ -298,8 +298,6 @@ int main(void)
 				      .pool_backend = TENCACHE_POOL_THP };
 	const char *dir = getenv("TEST_DIR") ? getenv("TEST_DIR") : "/var/tmp";
 	struct tencache *tc;
-	char probe[512];
-	int fd;
 
 	for (int i = 0; i < NT; i++)
 		bytes[i] = (4 + (i * 5) % 11) * 4 * KiB;
@@ -309,11 +307,7 @@ int main(void)
 	bad_input(tc);
 	held_room(tc);
 	T_EQ(run(tc, 0, dir), 0);
-	snprintf(probe, sizeof(probe), "%s/tencache-odirect-probe-detach", dir);
-	fd = open(probe, O_RDWR | O_CREAT | O_DIRECT, 0600);
-	if (fd >= 0) {
-		close(fd);
-		unlink(probe);
+	if (t_odirect_ok(dir)) {
 		T_EQ(run(tc, 1, dir), 0);
 	} else {
 		printf("NVMe tier not tested: %s refuses O_DIRECT\n", dir);

@@ -288,19 +288,13 @@ int main(int argc, char **argv)
 				      .pool_backend = TENCACHE_POOL_THP };
 	const char *dir = getenv("TEST_DIR") ? getenv("TEST_DIR") : "/var/tmp";
 	struct tencache *tc;
-	char probe[512];
-	int odirect, fd;
+	int odirect;
 
 	T_EQ(tencache_init(&tc, &tp), 0);
 	if (t_failures)
 		return T_EXIT_FAIL;
 	bad_input(tc);
-	snprintf(probe, sizeof(probe), "%s/tencache-odirect-probe", dir);
-	fd = open(probe, O_RDWR | O_CREAT | O_DIRECT, 0600);
-	odirect = fd >= 0;
-	if (fd >= 0)
-		close(fd);
-	unlink(probe);
+	odirect = t_odirect_ok(dir);
 	for (unsigned seed = 1; seed <= 3; seed++) {
 		gen(seed);
 		for (unsigned pol = TENCACHE_POLICY_OURS; pol <= TENCACHE_POLICY_10CACHE; pol++) {

@@ -457,8 +457,7 @@ int main(void)
 	};
 	const char *dir = getenv("TEST_DIR") ? getenv("TEST_DIR") : "/var/tmp";
 	struct tencache *tc;
-	char probe[512];
-	int odirect, fd;
+	int odirect;
 
 	for (int i = 0; i < NT; i++) {
 		bytes[i] = (4 + (i * 5) % 11) * 4 * KiB;
@@ -475,12 +474,7 @@ int main(void)
 	if (t_failures)
 		return T_EXIT_FAIL;
 	bad_input(tc);
-	snprintf(probe, sizeof(probe), "%s/tencache-odirect-probe-lag", dir);
-	fd = open(probe, O_RDWR | O_CREAT | O_DIRECT, 0600);
-	odirect = fd >= 0;
-	if (fd >= 0)
-		close(fd);
-	unlink(probe);
+	odirect = t_odirect_ok(dir);
 	for (unsigned i = 0; i < sizeof(cfgs) / sizeof(cfgs[0]); i++) {
 		if (cfgs[i].nvme && !odirect) {
 			printf("%s: not tested: %s refuses O_DIRECT (set TEST_DIR)\n",
