@@ -141,6 +141,8 @@ class Runtime:
             torch.device("cuda", torch.cuda.current_device())
         if policy not in L.POLICIES:
             raise TencacheError(f"policy must be one of {sorted(L.POLICIES)}, not {policy!r}")
+        if not isinstance(overlap, bool) and overlap != "backward":
+            raise TencacheError(f"overlap must be False, True or \"backward\", not {overlap!r}")
         if dtype is not None and dtype not in _ELEM:
             raise TencacheError(f"dtype must be torch.float32, float16 or bfloat16, not {dtype}")
         self.gpu_budget = parse_bytes(gpu_budget, "gpu_budget")

@@ -363,6 +363,9 @@ def errors():
     tied.head.weight = tied.tok.weight
     expect_error("tied weights", lambda: tencache.offload(tied, host_mode=True),
                  "head.weight", "tok.weight", "shared")
+    expect_error("a bad overlap value", lambda: tencache.offload(Tiny(), host_mode=True,
+                                                                overlap="forward"),
+                 "overlap must be", "backward")
 
     class Owner(nn.Module):
         def __init__(self):
