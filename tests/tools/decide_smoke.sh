@@ -10,6 +10,12 @@ BENCH=${BENCH:-$TOP/build/tools/tencache-bench}
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 [ -x "$BENCH" ] || { echo "no $BENCH: run make lib tools first"; exit 1; }
+for bad in x 100001; do	# --gap-us: a number of us up to 100000
+	"$BENCH" decide --gap-us $bad > "$out" 2>&1
+	rc=$?
+	[ "$rc" = 2 ] && grep -q "bad value for --gap-us: $bad" "$out" ||
+		{ cat "$out"; echo "FAIL: --gap-us $bad: exit $rc"; exit 1; }
+done
 "$BENCH" decide --steps 2 -o "$out.res" > "$out" 2>&1
 rc=$?
 cat "$out"
