@@ -21,11 +21,13 @@ in its own subprocess (clean peak-memory counters and CUDA state):
              optimizer offloaded to the CPU, bf16.
   deepspeed  deepspeed<--ds-stage>.
   tencache   tencache.offload(model, gpu_budget=...) with its defaults, bf16
-             compute, fp32 masters and AdamW in C on the CPU after backward.
-  tencache-overlap   offload(overlap=True): the AdamW beside backward and
-             into the next forward (experimental: it diverged on the H200 at
-             batch 32, results/h200-train.md).
+             compute, fp32 masters and AdamW in C on the CPU, overlapped
+             with backward and the next forward (overlap=True).
+  tencache-serial    offload(overlap=False): every AdamW update after
+             backward, inside optimizer.step().
   tencache-nocarry   offload(overlap="backward"): beside backward only.
+  A tencache method may end in @N: its AdamW runs on N threads (threads=N;
+  e.g. tencache@8), so a thread sweep is one run.
 
 GPU memory of the offload methods is capped with
 torch.cuda.set_per_process_memory_fraction (--cap; auto: the ideal run's
@@ -96,11 +98,17 @@ MODELS = {
                                  intermediate_size=11008, max_position_embeddings=4096)),
 }
 METHODS = ("ideal", "naive", "deepspeed", "deepspeed2", "deepspeed3", "tencache",
-           "tencache-overlap", "tencache-nocarry")
-TC_OVERLAP = {"tencache": False, "tencache-overlap": True, "tencache-nocarry": "backward"}
+           "tencache-serial", "tencache-nocarry")
+TC_OVERLAP = {"tencache": True, "tencache-serial": False, "tencache-nocarry": "backward"}
 # per-method timeouts (s), at most what is left of --deadline
 TIMEOUTS = {"ideal": 90, "naive": 150, "deepspeed2": 150, "deepspeed3": 180, "tencache": 150,
-            "tencache-overlap": 150, "tencache-nocarry": 150}
+            "tencache-serial": 150, "tencache-nocarry": 150}
+
+
+def base_method(method):
+    """'tencache@8' -> ('tencache', 8); other names -> (name, 0)."""
+    name, _, n = method.partition("@")
+    return name, int(n) if n else 0
 
 
 def log(*a):
@@ -275,7 +283,7 @@ class DeepSpeed:
 class Tencache:
     desc = "tencache.offload: bf16 compute, params/grads via the GPU arena, fp32 masters + C AdamW on the CPU"
 
-    def __init__(self, model, cfg, dev, overlap=False, timeline=False):
+    def __init__(self, model, cfg, dev, overlap=True, threads=0, timeline=False):
         sys.path.insert(0, os.path.join(TOP, "python"))
         import torch
         import tencache
@@ -284,13 +292,14 @@ class Tencache:
             self.budget = int(0.6 * 2 * sum(p.numel() for p in model.parameters()))
         self.model, self.opt = tencache.offload(
             model, gpu_budget=self.budget, host_mode=dev.type != "cuda", dtype=torch.bfloat16,
-            timeline=timeline, policy=cfg["policy"], overlap=overlap,
+            timeline=timeline, policy=cfg["policy"], overlap=overlap, threads=threads,
             **cfg["hp"])
         self.rt = self.opt.tencache
         how = {True: "overlapped with backward and the next forward",
                "backward": "overlapped with backward, all done at step() (overlap='backward')",
                False: "after backward (overlap=False)"}[overlap]
-        self.desc += f" (policy {cfg['policy']}, gpu_budget {fmt_b(self.budget)}, AdamW {how})"
+        self.desc += (f" (policy {cfg['policy']}, gpu_budget {fmt_b(self.budget)}, AdamW {how}, "
+                      f"{self.rt.threads or 'default'} AdamW threads)")
         self.stats = [self.rt.stats()]
 
     def forward(self, x):
@@ -426,7 +435,8 @@ def worker(cfg, method, result_path):
         m = DeepSpeed(model, cfg, dev, int(method[-1]))
         res["ds_config"] = m.conf
     elif method.startswith("tencache"):
-        m = Tencache(model, cfg, dev, overlap=TC_OVERLAP[method],
+        name, threads = base_method(method)
+        m = Tencache(model, cfg, dev, overlap=TC_OVERLAP[name], threads=threads,
                      timeline=cfg["timeline"] and method == "tencache")
         res["gpu_budget"] = m.budget
     else:
@@ -565,15 +575,16 @@ def tencache_summary(m, cfg):
 def run_worker(args, cfg, method, deadline, env_extra):
     logs = os.path.join(args.out, "logs")
     os.makedirs(logs, exist_ok=True)
-    rpath = os.path.join(args.out, f"result-{method}.json")
-    lpath = os.path.join(logs, f"{method}.log")
+    fname = method.replace("@", "-threads")    # file names in [A-Za-z0-9._-]
+    rpath = os.path.join(args.out, f"result-{fname}.json")
+    lpath = os.path.join(logs, f"{fname}.log")
     if os.path.exists(rpath):
         os.unlink(rpath)
     left = deadline - time.time()
-    timeout = min(args.timeout or TIMEOUTS[method], left)
+    timeout = min(args.timeout or TIMEOUTS[base_method(method)[0]], left)
     if timeout < 20:
         return {"method": method, "ok": False, "error": "skipped: the --deadline was reached"}
-    cpath = os.path.join(args.out, f"config-{method}.json")
+    cpath = os.path.join(args.out, f"config-{fname}.json")
     with open(cpath, "w") as f:
         json.dump(cfg, f)
     env = dict(os.environ, **env_extra)
@@ -790,9 +801,9 @@ def summarize(args, results, setup, ds_info):
             ratios[f"tencache/{name}"] = tc["tokens_per_s"] / r["tokens_per_s"] if r else None
         if best_ds:
             ratios["deepspeed_best"] = best_ds["method"]
-        for v in ("tencache-overlap", "tencache-nocarry"):
-            r = results.get(v)
-            if r and r.get("ok"):
+        for v in order:
+            r = results[v]
+            if v != "tencache" and v.startswith("tencache") and r.get("ok"):
                 ratios[f"{v}/tencache"] = r["tokens_per_s"] / tc["tokens_per_s"]
     bound = None
     if tc and tc.get("link") and tc.get("tencache"):
@@ -889,8 +900,8 @@ def table(args, order, results, setup, ratios, bound, ds_info):
             L.append(f"With the ideal step at {b['ideal_step_ms']:.1f} ms and copies fully "
                      f"overlapped, the link allows {100 * b['fraction_allowed']:.0f}% of the "
                      f"ideal ({100 * b['fraction_allowed_min_bytes']:.0f}% at the minimum bytes). "
-                     f"tencache's CPU AdamW step takes {b['tencache_opt_ms']:.1f} ms after "
-                     f"backward: run serially that alone allows "
+                     f"tencache's optimizer.step() takes {b['tencache_opt_ms']:.1f} ms after "
+                     f"backward: that alone, run serially, allows "
                      f"{100 * b['fraction_allowed_serial_adam']:.0f}% of the ideal.")
         if "fraction_allowed_host" in b:
             L.append(f"Host bound: the C AdamW alone (same threads, nothing else running) takes "
@@ -924,8 +935,11 @@ def parent(args):
         m = m.strip()
         if m == "deepspeed":
             m = f"deepspeed{args.ds_stage}"
-        if m not in METHODS:
-            raise SystemExit(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
+        name, _, n = m.partition("@")
+        if name not in METHODS or (n or "@" in m) and not (
+                name.startswith("tencache") and n.isdigit() and int(n) > 0):
+            raise SystemExit(f"unknown method {m!r}; choose from {', '.join(METHODS)} (a tencache "
+                             "method may end in @N, N > 0 AdamW threads)")
         methods.append(m)
     shape = MODELS[args.model][1]
     maxpos = shape.get("max_position_embeddings", 2048)

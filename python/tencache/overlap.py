@@ -1,6 +1,6 @@
 """overlap.py - the optimizer's host ops run on a worker thread while backward
-goes on, and into the next step's forward (offload(overlap=True): experimental,
-see results/h200-train.md; the default is overlap=False).
+goes on, and into the next step's forward (offload(overlap=True), the
+default; overlap=False runs them in optimizer.step()).
 
 A parameter's AdamW update may start once its module's backward op is
 released: its gradient is final then (one backward per step). The cache's

@@ -422,8 +422,9 @@ def main():
     compare_stock("fp32", model0, torch.float32, data, tl, tm)
     data, tl, tm = compare("bf16 compute, fp32 master", model0, torch.bfloat16)
     compare_stock("bf16 compute, fp32 master", model0, torch.bfloat16, data, tl, tm)
-    compare("bf16 compute, AdamW beside backward (overlap=True)", model0, torch.bfloat16,
-            overlap=True)
+    compare("bf16 compute, AdamW after backward (overlap=False)", model0, torch.bfloat16,
+            overlap=False)
+    compare("fp32, AdamW after backward (overlap=False)", model0, torch.float32, overlap=False)
     compare("bf16 compute, AdamW beside backward only (overlap='backward')", model0,
             torch.bfloat16, overlap="backward")
     compare("bf16 compute, a slow AdamW carried into the next forward", model0,

@@ -53,7 +53,7 @@ def rel(a, b):
 def main():
     with tempfile.TemporaryDirectory(prefix="train-bench-") as td:
         out = os.path.join(td, "run")
-        rc, text = bench(out, "--methods", "ideal,naive,tencache,tencache-overlap", "--gpu-budget", "4MiB")
+        rc, text = bench(out, "--methods", "ideal,naive,tencache,tencache-serial@2", "--gpu-budget", "4MiB")
         tap(rc == 0, "the CPU run exits 0", f"exit {rc}")
         if rc:
             print("\n".join("#   " + ln for ln in text.splitlines()[-30:]))
@@ -64,7 +64,7 @@ def main():
             tap(False, "result.json readable", str(e))
             return 1
         R = res["results"]
-        tap(set(R) == {"ideal", "naive", "tencache", "tencache-overlap"} and all(r.get("ok") for r in R.values()),
+        tap(set(R) == {"ideal", "naive", "tencache", "tencache-serial@2"} and all(r.get("ok") for r in R.values()),
             "every method ran", ", ".join(f"{m}: {r.get('ok')} {r.get('error', '')}"
                                           for m, r in R.items()))
         need = ("n_params", "losses", "step_ms", "fwd_bwd_ms", "opt_ms", "tokens_per_s",
@@ -79,7 +79,7 @@ def main():
                   for r in R.values())
         tap(pos, "tokens/s, step time, host RSS positive; same parameter count")
         il = R["ideal"]["losses"]
-        for m in ("tencache", "tencache-overlap", "naive"):
+        for m in ("tencache", "tencache-serial@2", "naive"):
             ml = R[m]["losses"]
             d = [rel(a, b) for a, b in zip(ml, il)]
             tap(ml[0] == il[0] and max(d) <= 1e-3, f"{m} losses equal the ideal's",
@@ -96,8 +96,8 @@ def main():
         ra = res["ratios"]
         want = R["tencache"]["tokens_per_s"] / R["ideal"]["tokens_per_s"]
         tap(ra.get("tencache/ideal") is not None and rel(ra["tencache/ideal"], want) < 1e-9 and
-            ra.get("tencache/naive", 0) > 0 and ra.get("tencache-overlap/tencache", 0) > 0,
-            "ratios tencache/ideal, tencache/naive and tencache-overlap/tencache",
+            ra.get("tencache/naive", 0) > 0 and ra.get("tencache-serial@2/tencache", 0) > 0,
+            "ratios tencache/ideal, tencache/naive and tencache-serial@2/tencache",
             str(ra))
         try:
             with open(os.path.join(out, "table.md")) as f:
@@ -106,6 +106,8 @@ def main():
             md = ""
             tap(False, "table.md", str(e))
         rows = [ln for ln in md.splitlines() if ln.startswith("| ")]
+        tap("2 AdamW threads" in R["tencache-serial@2"].get("desc", ""),
+            "tencache-serial@2 ran its AdamW on 2 threads", R["tencache-serial@2"].get("desc"))
         tap(len(rows) == 5 and all(f"| {m} | ok |" in md for m in R) and "tencache/ideal" in md,
             "table.md: a row per method and the ratios", f"{len(rows)} rows")
         try:
@@ -115,6 +117,13 @@ def main():
             tap(len(spans) > 0, "Perfetto timeline of a tencache step", f"{len(spans)} spans")
         except (OSError, ValueError, KeyError) as e:
             tap(False, "Perfetto timeline of a tencache step", str(e))
+
+        # a bad method name is refused before anything runs
+        for bad in ("tencache@0", "ideal@2", "tencache@", "tencache@x", "nosuch"):
+            rc, text = bench(os.path.join(td, "bad"), "--methods", bad)
+            tap(rc != 0 and "unknown method" in text and
+                not os.path.exists(os.path.join(td, "bad", "result.json")),
+                f"--methods {bad} is refused", f"exit {rc}: {text.strip()[-200:]}")
 
         # a method that cannot run is reported, the others still run
         r = subprocess.run([sys.executable, "-c", "import deepspeed"], capture_output=True)
