@@ -162,11 +162,13 @@ class Runtime:
         if self.group:
             nvme_path = self.group.rank_path(nvme_path) if nvme_path else None
         if not threads and (self.group or overlap):
-            # this host's CPUs shared by its ranks, less two when the optimizer
-            # runs beside backward: the training thread and the driver's (the
-            # memory-bound AdamW loses little, backward's launches keep a CPU)
+            # this host's CPUs shared by its ranks; beside backward, 70% of them:
+            # the memory-bound AdamW loses little, and the training thread, the
+            # overlap worker, the issuer and the driver keep CPUs. On the H200
+            # host (16 CPUs) 11 threads were the fastest or within 1% of it on
+            # two machines; 14 were 27% slower on one (results/h200-train.md)
             threads = len(os.sched_getaffinity(0)) // (self.group.local_world if self.group else 1)
-            threads = max(1, threads - 2) if overlap else max(1, threads)
+            threads = max(1, round(threads * 0.7)) if overlap else max(1, threads)
         self.nvme_path = str(nvme_path) if nvme_path else None
         self.threads = threads    # AdamW threads; 0: the library's default
         self.overlap = overlap

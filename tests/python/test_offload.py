@@ -358,6 +358,23 @@ def hparams_changed(model0):
         "overlap: an lr changed between backward and step() is warned about", msg or "no warning")
 
 
+def defaults(model0):
+    """offload()'s defaults: the AdamW overlapped, on 70% of the CPUs; all of
+    them (the library's default) without overlap; threads= wins."""
+    cpus = len(os.sched_getaffinity(0))
+    got = {}
+    for name, kw in (("default", {}), ("overlap=False", dict(overlap=False)),
+                     ("threads=3", dict(threads=3))):
+        _, opt = tencache.offload(copy.deepcopy(model0), host_mode=True, **kw)
+        rt = opt.tencache
+        got[name] = (rt.overlap, rt.threads)
+        rt.close()
+    want = {"default": (True, max(1, round(cpus * 0.7))), "overlap=False": (False, 0),
+            "threads=3": (True, 3)}
+    tap(got == want, "defaults: overlap=True, AdamW threads 70% of the CPUs",
+        f"{got} on {cpus} CPUs, want {want}")
+
+
 def errors():
     tied = Tiny()
     tied.head.weight = tied.tok.weight
@@ -430,6 +447,7 @@ def main():
     compare("bf16 compute, a slow AdamW carried into the next forward", model0,
             torch.bfloat16, slow_adam=0.002, need_carried=True, overlap=True)
     hparams_changed(model0)
+    defaults(model0)
     try:
         torch.ones(2, 2, dtype=torch.float16) @ torch.ones(2, 2, dtype=torch.float16)
         compare("fp16 compute, fp32 master", model0, torch.float16)
