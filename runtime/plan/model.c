@@ -259,6 +259,7 @@ void tc_gen_cfg_default(struct tc_gen_cfg *g)
 	g->seq = 1024;
 	g->tflops = 400;
 	g->adam_params_per_s = 2e9;	/* CPU Adam, AVX-512 on 16 cores */
+	g->opt_split = -1;
 }
 
 /* ---- trace generation ----------------------------------------------------- */
@@ -328,11 +329,30 @@ static uint64_t flops_ns(const struct tc_gen_cfg *g, double flops)
 	return (uint64_t)(flops / (g->tflops * 1e12) * 1e9);
 }
 
+/* One Adam op over parameter k: gradient, master and moments in, the
+ * compute copy out; on the host unless opt_on_gpu. */
+static uint64_t adam_ns(const struct tc_gen_cfg *g, uint64_t numel)
+{
+	return (uint64_t)(numel / g->adam_params_per_s * 1e9) + 1;
+}
+
+static void adam_op(struct gen *G, uint32_t k)
+{
+	unsigned h = G->g->opt_on_gpu ? 0 : TC_ACC_HOST;
+	struct ptensor *p = &G->p[k];
+
+	acc(G, p->grad, TC_PHASE_OPT, h | TC_ACC_READ, 0);
+	acc(G, p->master, TC_PHASE_OPT, h | TC_ACC_READ | TC_ACC_WRITE, 0);
+	acc(G, p->m, TC_PHASE_OPT, h | TC_ACC_READ | TC_ACC_WRITE, 0);
+	acc(G, p->v, TC_PHASE_OPT, h | TC_ACC_READ | TC_ACC_WRITE, 0);
+	acc(G, p->param, TC_PHASE_OPT, h | TC_ACC_WRITE | TC_ACC_END, adam_ns(G->g, p->numel));
+}
+
 int tc_model_trace(const struct tc_model *m, const struct tc_gen_cfg *g, struct tc_trace *tr)
 {
 	struct shape ls[MAX_LAYER_TENSORS], os[MAX_LAYER_TENSORS];
 	struct gen G = { .tr = tr, .g = g };
-	uint32_t nl, no, L, *act = NULL, *lp = NULL, op0, head = 0;
+	uint32_t nl, no, L, *act = NULL, *lp = NULL, op0, head = 0, split = 0;
 	double tokens, layer_flops = 0, head_flops;
 	uint64_t act_bytes;
 	int ret;
@@ -376,6 +396,27 @@ int tc_model_trace(const struct tc_model *m, const struct tc_gen_cfg *g, struct 
 	/* outer params: [0] embed, [1] pos (OPT), then final norm(s), lm_head */
 	head = m->tied ? op0 : op0 + no - 1;
 
+	/* overlap: layers split..L-1 get their Adam op during backward: as many
+	 * as the host finishes (one at a time, each from its layer's backward
+	 * on) within the GPU's backward of the layers */
+	split = L;
+	if (g->opt_overlap && !g->opt_on_gpu && g->opt_split >= 0) {
+		split = L - (g->opt_split < (int32_t)L ? (uint32_t)g->opt_split : L);
+	} else if (g->opt_overlap && !g->opt_on_gpu) {
+		uint64_t b = flops_ns(g, 3 * layer_flops), end = (uint64_t)L * b, host = 0;
+
+		while (split > 0) {
+			uint64_t ready = (uint64_t)(L - split + 1) * b, a = 0;
+
+			for (uint32_t i = 0; i < nl; i++)
+				a += adam_ns(g, G.p[lp[split - 1] + i].numel);
+			if ((host > ready ? host : ready) + a > end)
+				break;
+			host = (host > ready ? host : ready) + a;
+			split--;
+		}
+	}
+
 	/* forward: embedding, layers, head (+loss) */
 	acc(&G, G.p[op0].param, TC_PHASE_FWD, TC_ACC_READ, 0);
 	if (m->arch == TC_ARCH_OPT)
@@ -402,23 +443,30 @@ int tc_model_trace(const struct tc_model *m, const struct tc_gen_cfg *g, struct 
 		for (uint32_t i = 0; i < nl; i++)
 			acc(&G, G.p[lp[l] + i].grad, TC_PHASE_BWD, TC_ACC_WRITE, 0);
 		acc(&G, act[l], TC_PHASE_BWD, TC_ACC_READ | TC_ACC_END, flops_ns(g, 3 * layer_flops));
+		for (uint32_t i = 0; l >= split && g->opt_overlap && !g->opt_on_gpu && i < nl; i++)
+			adam_op(&G, lp[l] + i);
 	}
 	/* embedding (and positions) gradient; the tied head's grad is accumulated here */
 	acc(&G, G.p[op0].grad, TC_PHASE_BWD, TC_ACC_WRITE, 0);
 	if (m->arch == TC_ARCH_OPT)
 		acc(&G, G.p[op0 + 1].grad, TC_PHASE_BWD, TC_ACC_WRITE, 0);
 	acc(&G, act[0], TC_PHASE_BWD, TC_ACC_READ | TC_ACC_END, flops_ns(g, tokens * m->hidden * 4));
-	/* optimizer: Adam per param tensor, on the host or the GPU */
-	for (uint32_t k = 0; k < G.np; k++) {
-		unsigned h = g->opt_on_gpu ? 0 : TC_ACC_HOST;
-		struct ptensor *p = &G.p[k];
+	/* optimizer: Adam per param tensor, on the host or the GPU; with
+	 * overlap the rest in forward order: embeddings, layers 0..split-1,
+	 * then the final norm(s) and the head */
+	if (split == L) {
+		for (uint32_t k = 0; k < G.np; k++)
+			adam_op(&G, k);
+	} else {
+		uint32_t o1 = m->arch == TC_ARCH_OPT ? 2 : 1;
 
-		acc(&G, p->grad, TC_PHASE_OPT, h | TC_ACC_READ, 0);
-		acc(&G, p->master, TC_PHASE_OPT, h | TC_ACC_READ | TC_ACC_WRITE, 0);
-		acc(&G, p->m, TC_PHASE_OPT, h | TC_ACC_READ | TC_ACC_WRITE, 0);
-		acc(&G, p->v, TC_PHASE_OPT, h | TC_ACC_READ | TC_ACC_WRITE, 0);
-		acc(&G, p->param, TC_PHASE_OPT, h | TC_ACC_WRITE | TC_ACC_END,
-		    (uint64_t)(p->numel / g->adam_params_per_s * 1e9) + 1);
+		for (uint32_t i = 0; i < o1; i++)
+			adam_op(&G, op0 + i);
+		for (uint32_t l = 0; l < split; l++)
+			for (uint32_t i = 0; i < nl; i++)
+				adam_op(&G, lp[l] + i);
+		for (uint32_t i = o1; i < no; i++)
+			adam_op(&G, op0 + i);
 	}
 	if (G.ret)
 		goto fail;

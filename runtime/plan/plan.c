@@ -1229,7 +1229,7 @@ static const uint8_t op_link[TC_OP_NR] = {
 static int cfg_check(const struct tc_plan_cfg *cfg)
 {
 	if (!cfg || (unsigned)cfg->policy >= TC_POLICY_NR || !cfg->gpu_bytes ||
-	    (cfg->flags & ~TC_PLAN_ACYCLIC))
+	    (cfg->flags & ~(TC_PLAN_ACYCLIC | TC_PLAN_HOST_ASYNC)))
 		return -EINVAL;
 	for (int l = 0; l < TC_LINK_NR; l++)
 		if (!(cfg->bw[l] > 0) && (cfg->nvme_bytes || l < TC_LINK_NVME_RD))

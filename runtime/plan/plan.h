@@ -90,6 +90,15 @@ struct tc_gen_cfg {
 	double tflops;		/* sustained GPU matmul rate, TFLOP/s */
 	double adam_params_per_s; /* optimizer rate (host or GPU) */
 	bool opt_on_gpu;	/* Adam on the GPU instead of the CPU */
+	/* CPU Adam beside backward, as tencache.offload(overlap=True) runs it:
+	 * the last layers' Adam ops right after their backward, as many as the
+	 * host finishes within the GPU's backward, then the rest in forward
+	 * order (what the next forward needs first). Replay their host ops
+	 * detached (TC_PLAN_HOST_ASYNC). opt_split >= 0: that many last layers
+	 * get theirs during backward instead (a caller may search it with
+	 * tc_sim_run: the GPU's backward is often longer than its compute). */
+	bool opt_overlap;
+	int32_t opt_split;
 };
 
 /* Fills a default generator config (batch 8, seq 1024, 400 TFLOP/s, CPU Adam). */
@@ -120,6 +129,8 @@ enum tc_tier { TC_TIER_GPU, TC_TIER_PINNED, TC_TIER_NVME };
 enum tc_link { TC_LINK_H2D, TC_LINK_D2H, TC_LINK_NVME_RD, TC_LINK_NVME_WR, TC_LINK_NR };
 
 #define TC_PLAN_ACYCLIC	0x1u	/* one-shot trace from an empty GPU (tests) */
+#define TC_PLAN_HOST_ASYNC 0x2u	/* host ops run detached, one at a time on a
+				 * thread of their own beside the GPU */
 
 struct tc_plan_cfg {
 	uint64_t gpu_bytes, pinned_bytes, nvme_bytes; /* nvme 0: no NVMe tier */
@@ -232,7 +243,9 @@ int tc_plan_hb_check(const struct tc_trace *tr, const struct tc_plan *pl,
 
 struct tc_sim_result {
 	uint64_t step_ns;		/* steady-state step time */
-	uint64_t compute_ns, stall_ns;	/* per step */
+	uint64_t compute_ns, stall_ns;	/* per step; compute: the GPU's, and
+					 * the host ops' unless HOST_ASYNC */
+	uint64_t host_ns;		/* HOST_ASYNC: the host ops' time per step */
 	uint64_t link_bytes[TC_LINK_NR];
 	uint64_t link_busy_ns[TC_LINK_NR];
 	uint64_t gpu_peak, pinned_peak;	/* physical, in time */

@@ -2,8 +2,12 @@
  * steps with one compute timeline, FIFO links (H2D, D2H, NVMe read/write)
  * and event-gated memory reuse, and reports the last (steady) step. The
  * host is modelled one op ahead of the GPU: ops issued at access i start
- * no earlier than the compute of the op before i. It models time; it
- * moves no data. */
+ * no earlier than the compute of the op before i. With TC_PLAN_HOST_ASYNC
+ * host ops run on a lane of their own, one at a time, from when the host
+ * reaches them and their copies are done; the GPU goes on, but the host
+ * blocks where it acquires a tensor a host op still holds (as the
+ * executor's caller settles a detached op). It models time; it moves no
+ * data. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,10 +93,11 @@ int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 		[TC_OP_ALLOC] = -1, [TC_OP_DROP] = -1, [TC_OP_PALLOC] = -1, [TC_OP_PDROP] = -1,
 	};
 	struct tier gpu = { 0 }, pin = { 0 };
-	uint64_t *op_end, *acc_end, link_free[TC_LINK_NR] = { 0 };
+	uint64_t *op_end, *acc_end, *held = NULL, link_free[TC_LINK_NR] = { 0 };
 	uint64_t now = 0, step_start = 0, busy[TC_LINK_NR] = { 0 };
 	uint32_t n, opstart = 0;
-	uint64_t wait_max = 0, opready = 0, issue = 0;
+	uint64_t wait_max = 0, opready = 0, issue = 0, host_free = 0, blocked = 0;
+	bool async = cfg && (cfg->flags & TC_PLAN_HOST_ASYNC);
 	int ret = 0;
 
 	if (!tr || !cfg || !pl || !res || nsteps < 2 || pl->nr_acc != tr->nr_acc ||
@@ -102,7 +107,9 @@ int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 	n = tr->nr_acc;
 	op_end = calloc(pl->nr_ops ? pl->nr_ops : 1, sizeof(*op_end));
 	acc_end = calloc(n, sizeof(*acc_end));
-	if (!op_end || !acc_end) {
+	if (async)
+		held = calloc(tr->nr_tensors, sizeof(*held));
+	if (!op_end || !acc_end || (async && !held)) {
 		ret = -ENOMEM;
 		goto out;
 	}
@@ -129,7 +136,8 @@ int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 
 			for (uint32_t k = pl->op_first[i]; k < pl->op_first[i + 1]; k++) {
 				const struct tc_op *op = &pl->ops[k];
-				uint64_t ready = issue, b = tr->tensors[op->tensor].bytes, at;
+				uint64_t ready = issue > blocked ? issue : blocked, at;
+				uint64_t b = tr->tensors[op->tensor].bytes;
 				int l = link_of[op->kind];
 
 				for (uint32_t d = 0; d < op->nr_deps; d++) {
@@ -175,9 +183,28 @@ int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 			for (uint32_t w = pl->wait_first[i]; w < pl->wait_first[i + 1]; w++)
 				if (op_end[pl->wait_ops[w]] > opready)
 					opready = op_end[pl->wait_ops[w]];
-			if (a->flags & TC_ACC_END) {
+			/* the host waits here for a host op still holding the tensor */
+			if (async && held[a->tensor] > blocked)
+				blocked = held[a->tensor];
+			if ((a->flags & TC_ACC_END) && async && (a->flags & TC_ACC_HOST)) {
+				uint64_t st = opready > issue ? opready : issue;
+
+				if (host_free > st)
+					st = host_free;
+				if (blocked > st)
+					st = blocked;
+				host_free = st + a->compute_ns;
+				for (uint32_t k = opstart; k <= i; k++) {
+					acc_end[k] = host_free;
+					held[tr->acc[k].tensor] = host_free;
+				}
+				if (last)
+					res->host_ns += a->compute_ns;
+			} else if (a->flags & TC_ACC_END) {
 				uint64_t st = opready > now ? opready : now;
 
+				if (blocked > st)
+					st = blocked;
 				if (last && st - now > wait_max)
 					wait_max = st - now;
 				/* the host runs one op ahead of the GPU: what it issues
@@ -202,6 +229,7 @@ int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 out:
 	free(op_end);
 	free(acc_end);
+	free(held);
 	free(gpu.f.v);
 	free(pin.f.v);
 	return ret;
