@@ -12,6 +12,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +66,8 @@ struct opts {
 	uint32_t steps, warmup, profile;
 	double time_limit;	/* s, 0: none */
 	bool host, have_bw, have_batch, pol[NR_POL];
+	uint32_t overlap_layers;	/* --overlap-layers */
+	bool have_overlap_layers;
 	double bw[TC_LINK_NR];	/* B/s */
 };
 
@@ -116,6 +119,11 @@ static int usage(void)
 "  --tflops X          GPU rate for compute times (default 400)\n"
 "  --adam-rate X       optimizer params/s (default 2e9, CPU Adam)\n"
 "  --gpu-adam          run Adam on the GPU instead of the host\n"
+"  --overlap           CPU Adam beside backward, as tencache.offload(overlap=True)\n"
+"                      runs it: each host op detached to a worker thread, the\n"
+"                      last layers' inside backward (how many: the timing model's\n"
+"                      best, or --overlap-layers N), the rest in forward order;\n"
+"                      the bound's compute is then max(GPU, host)\n"
 "cache:\n"
 "  --gpu-budget B|P%%   GPU bytes (K/M/G suffixes, binary) or %% of the fp16/bf16\n"
 "                      params (default 25%%)\n"
@@ -134,9 +142,9 @@ static int usage(void)
 "  --warmup N          unmeasured steps first (default 2: profile + first plan)\n"
 "  --profile N         of which profiled by the cache (default 1)\n"
 "  --time-limit S      finish within about S seconds: each policy gets an equal\n"
-"                      share of the time left and, once past it, ends after its\n"
-"                      first measured step; a policy not started by then is\n"
-"                      skipped (\"time limit\")\n"
+"                      share of the time left; a measured step that starts past\n"
+"                      it is the policy's last (one is always measured); a\n"
+"                      policy not started by then is skipped (\"time limit\")\n"
 "output:\n"
 "  -o, --out PATH      JSON result\n"
 "  --timeline PATH     Perfetto (Chrome trace JSON) timeline of our policy's run\n"
@@ -264,6 +272,7 @@ enum {
 	O_MODEL = 256, O_LAYERS, O_HIDDEN, O_VOCAB, O_BATCH, O_SEQ, O_TFLOPS, O_ADAM,
 	O_GPU_ADAM, O_GPU_BUDGET, O_PINNED_BUDGET, O_NVME_BUDGET, O_NVME, O_BW, O_HOST,
 	O_POLICIES, O_TABLE, O_STEPS, O_WARMUP, O_PROFILE, O_TIMELINE, O_PLOT, O_TIME_LIMIT,
+	O_OVERLAP, O_OVERLAP_LAYERS,
 };
 
 static int parse_opts(int argc, char **argv, struct opts *o)
@@ -274,6 +283,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "batch", 1, 0, O_BATCH }, { "seq", 1, 0, O_SEQ },
 		{ "tflops", 1, 0, O_TFLOPS }, { "adam-rate", 1, 0, O_ADAM },
 		{ "gpu-adam", 0, 0, O_GPU_ADAM }, { "gpu-budget", 1, 0, O_GPU_BUDGET },
+		{ "overlap", 0, 0, O_OVERLAP }, { "overlap-layers", 1, 0, O_OVERLAP_LAYERS },
 		{ "pinned-budget", 1, 0, O_PINNED_BUDGET }, { "nvme-budget", 1, 0, O_NVME_BUDGET },
 		{ "nvme", 1, 0, O_NVME }, { "bw", 1, 0, O_BW }, { "host", 0, 0, O_HOST },
 		{ "policies", 1, 0, O_POLICIES }, { "table", 1, 0, O_TABLE },
@@ -305,6 +315,12 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case O_TFLOPS: bad = parse_double(optarg, &o->gen.tflops); break;
 		case O_ADAM: bad = parse_double(optarg, &o->gen.adam_params_per_s); break;
 		case O_GPU_ADAM: o->gen.opt_on_gpu = true; break;
+		case O_OVERLAP: o->gen.opt_overlap = true; break;
+		case O_OVERLAP_LAYERS:
+			bad = parse_range(optarg, 0, 100000, &o->overlap_layers);
+			o->have_overlap_layers = true;
+			o->gen.opt_overlap = true;
+			break;
 		case O_GPU_BUDGET: o->gpu_budget = optarg; break;
 		case O_PINNED_BUDGET: o->pinned_budget = optarg; break;
 		case O_NVME_BUDGET: o->nvme_budget = optarg; break;
@@ -332,6 +348,11 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	}
 	if (o->nvme_budget && !o->nvme) {
 		fprintf(stderr, "replay: --nvme-budget needs --nvme PATH\n");
+		return 2;
+	}
+	if (o->gen.opt_overlap && o->gen.opt_on_gpu) {
+		fprintf(stderr, "replay: --overlap runs the CPU Adam beside backward; with "
+			"--gpu-adam there is no host op to overlap: pick one\n");
 		return 2;
 	}
 	if (!o->model) {
@@ -412,9 +433,11 @@ static double memcpy_bw(void)
 /* ---- the planner's prediction --------------------------------------------- */
 
 static void plan_cfg(const struct tencache_cache_params *cp, const double *bw,
-		     enum tc_policy pol, struct tc_plan_cfg *cfg)
+		     enum tc_policy pol, bool overlap, struct tc_plan_cfg *cfg)
 {
 	tc_plan_cfg_default(cfg);
+	if (overlap)
+		cfg->flags |= TC_PLAN_HOST_ASYNC;
 	cfg->gpu_bytes = cp->gpu_budget;
 	/* without NVMe every tensor has a pinned home: no pinned limit */
 	cfg->pinned_bytes = cp->nvme_budget ? cp->pinned_budget : UINT64_MAX;
@@ -464,6 +487,88 @@ static uint64_t bound_ns(uint64_t compute_ns, const uint64_t *bytes, const doubl
 	return b;
 }
 
+/* The bound's compute: GPU and host ops in sequence, or with --overlap the
+ * busier of the two (the host ops run beside the GPU). */
+static uint64_t bound_compute(const struct tc_trace *tr, bool overlap)
+{
+	uint64_t gpu = 0, hostw = 0;
+
+	for (uint32_t i = 0; i < tr->nr_acc; i++) {
+		if (!(tr->acc[i].flags & TC_ACC_END))
+			continue;
+		if (tr->acc[i].flags & TC_ACC_HOST)
+			hostw += tr->acc[i].compute_ns;
+		else
+			gpu += tr->acc[i].compute_ns;
+	}
+	return overlap ? (gpu > hostw ? gpu : hostw) : gpu + hostw;
+}
+
+/* --overlap: how many of the last layers get their Adam inside backward.
+ * --overlap-layers N, else the timing model's shortest step for ours among
+ * the generator's estimate and 1/16, 2/16 .. all of the layers. Regenerates *tr. */
+static int pick_overlap(struct opts *o, const struct tc_model *m, const struct tc_plan_cfg *cfg,
+			struct tc_trace *tr)
+{
+	struct tc_plan_cfg pc = *cfg;
+	uint64_t best_ns = UINT64_MAX;
+	int32_t best = -1;
+	int ret;
+
+	pc.policy = TC_POLICY_OURS;
+	if (o->have_overlap_layers) {
+		best = (int32_t)(o->overlap_layers < m->layers ? o->overlap_layers : m->layers);
+	} else {
+		for (int j = -1; j <= 16; j++) {
+			struct tc_sim_result r;
+			struct tc_trace t;
+			struct tc_plan pl;
+
+			o->gen.opt_split = j < 0 ? -1 : (int32_t)(m->layers * j / 16);
+			if (j > 0 && o->gen.opt_split == (int32_t)(m->layers * (j - 1) / 16))
+				continue;
+			tc_trace_init(&t);
+			ret = tc_model_trace(m, &o->gen, &t);
+			ret = ret ?: tc_plan_build(&t, &pc, &pl);
+			if (!ret) {
+				ret = tc_sim_run(&t, &pc, &pl, 3, &r);
+				tc_plan_free(&pl);
+			}
+			tc_trace_free(&t);
+			if (ret == -ENOSPC || ret == -EINVAL)
+				continue;	/* no plan at this split: another may do */
+			if (ret)
+				return ret;
+			if (r.step_ns < best_ns) {
+				best_ns = r.step_ns;
+				best = o->gen.opt_split;
+			}
+		}
+	}
+	o->gen.opt_split = best;
+	tc_trace_free(tr);
+	tc_trace_init(tr);
+	ret = tc_model_trace(m, &o->gen, tr);
+	if (ret)
+		return ret;
+	{
+		uint32_t last_bwd = 0, in = 0, all = 0;
+
+		for (uint32_t i = 0; i < tr->nr_acc; i++)
+			if (tr->acc[i].phase == TC_PHASE_BWD && (tr->acc[i].flags & TC_ACC_END))
+				last_bwd = i;
+		for (uint32_t i = 0; i < tr->nr_acc; i++)
+			if ((tr->acc[i].flags & TC_ACC_HOST) && (tr->acc[i].flags & TC_ACC_END)) {
+				all++;
+				in += i < last_bwd;
+			}
+		printf("  overlap: CPU Adam detached to a worker thread, %u of its %u ops inside "
+		       "backward (%s)\n", in, all, o->have_overlap_layers ? "--overlap-layers" :
+		       best < 0 ? "the generator's estimate" : "the timing model's shortest step");
+	}
+	return 0;
+}
+
 /* ---- the replay through the cache ----------------------------------------- */
 
 static const char *pol_label(unsigned i)
@@ -495,13 +600,165 @@ static int fail(const char *what, int ret)
 	return ret;
 }
 
+/* --overlap: host ops detached (tencache_op_detach) and run one at a time,
+ * in trace order, by a worker thread that spends their compute and calls
+ * tencache_op_done; the caller releases an op's tensors when it next needs
+ * one of them (or at the run's end), as the trainer's settle does. */
+struct job {
+	uint64_t token, ns;
+	uint32_t first, end;	/* its accesses */
+	int ret;		/* tencache_op_done's */
+	bool done, settled;
+};
+
+struct worker {
+	pthread_t th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct tencache_cache *c;
+	struct job *jobs;
+	uint32_t nr, cap, next;	/* queued; jobs[next] is the worker's next */
+	uint32_t *held_by;	/* per tensor: job index + 1 holding it, 0 */
+	bool quit, started;
+};
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+
+	pthread_mutex_lock(&w->mu);
+	for (;;) {
+		struct job *j;
+		uint64_t token, ns;
+		int ret;
+
+		while (w->next == w->nr && !w->quit)
+			pthread_cond_wait(&w->cv, &w->mu);
+		if (w->next == w->nr)
+			break;
+		j = &w->jobs[w->next++];
+		token = j->token;
+		ns = j->ns;
+		pthread_mutex_unlock(&w->mu);
+		sleep_ns(ns);
+		ret = tencache_op_done(w->c, token);
+		pthread_mutex_lock(&w->mu);
+		/* jobs may have moved (realloc under mu): index again */
+		w->jobs[w->next - 1].ret = ret;
+		w->jobs[w->next - 1].done = true;
+		pthread_cond_broadcast(&w->cv);
+	}
+	pthread_mutex_unlock(&w->mu);
+	return NULL;
+}
+
+static int worker_start(struct worker *w, struct tencache_cache *c, uint32_t nr_tensors)
+{
+	int ret;
+
+	memset(w, 0, sizeof(*w));
+	w->c = c;
+	w->held_by = calloc(nr_tensors, sizeof(*w->held_by));
+	if (!w->held_by)
+		return -ENOMEM;
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_cond_init(&w->cv, NULL);
+	ret = -pthread_create(&w->th, NULL, worker_main, w);
+	w->started = !ret;
+	return ret;
+}
+
+/* Lets the worker finish its queue and joins it (before the cache goes). */
+static void worker_stop(struct worker *w)
+{
+	if (w->started) {
+		pthread_mutex_lock(&w->mu);
+		w->quit = true;
+		pthread_cond_broadcast(&w->cv);
+		pthread_mutex_unlock(&w->mu);
+		pthread_join(w->th, NULL);
+		pthread_mutex_destroy(&w->mu);
+		pthread_cond_destroy(&w->cv);
+	}
+	free(w->jobs);
+	free(w->held_by);
+	memset(w, 0, sizeof(*w));
+}
+
+static int worker_push(struct worker *w, uint64_t token, uint64_t ns, uint32_t first,
+		       uint32_t end, const struct tc_trace *tr)
+{
+	pthread_mutex_lock(&w->mu);
+	if (w->nr == w->cap) {
+		uint32_t nc = w->cap ? 2 * w->cap : 256;
+		struct job *nj = realloc(w->jobs, nc * sizeof(*nj));
+
+		if (!nj) {
+			pthread_mutex_unlock(&w->mu);
+			return -ENOMEM;
+		}
+		w->jobs = nj;
+		w->cap = nc;
+	}
+	w->jobs[w->nr] = (struct job){ .token = token, .ns = ns, .first = first, .end = end };
+	w->nr++;
+	for (uint32_t k = first; k <= end; k++)
+		w->held_by[tr->acc[k].tensor] = w->nr;
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	return 0;
+}
+
+/* Waits for job idx (0-based) and releases its tensors. */
+static int worker_settle(struct worker *w, struct tencache_cache *c, const struct tc_trace *tr,
+			 const int *ids, uint32_t idx)
+{
+	struct job j;
+	int ret;
+
+	pthread_mutex_lock(&w->mu);
+	while (!w->jobs[idx].done)
+		pthread_cond_wait(&w->cv, &w->mu);
+	j = w->jobs[idx];
+	w->jobs[idx].settled = true;
+	pthread_mutex_unlock(&w->mu);
+	if (j.settled)
+		return 0;
+	if (j.ret)
+		return fail("tencache_op_done", j.ret);
+	for (uint32_t k = j.first; k <= j.end; k++) {
+		uint32_t t = tr->acc[k].tensor;
+
+		ret = tencache_release(c, ids[t], NULL, 0);
+		if (ret) {
+			fprintf(stderr, "replay: release of tensor %u (access %u, detached): %s\n",
+				t, k, strerror(-ret));
+			return ret;
+		}
+		if (w->held_by[t] == idx + 1)
+			w->held_by[t] = 0;
+	}
+	return 0;
+}
+
+static int worker_settle_all(struct worker *w, struct tencache_cache *c,
+			     const struct tc_trace *tr, const int *ids)
+{
+	int ret = 0;
+
+	for (uint32_t i = 0; !ret && i < w->nr; i++)
+		ret = worker_settle(w, c, tr, ids, i);
+	return ret;
+}
+
 /* One step: ops in trace order; an op's tensors are acquired, then released,
  * the first with the op's compute time. A host op (CPU Adam) is the caller's
  * own work: on a GPU the caller spends its time here before releasing (the
  * cache does it for us in host mode), as the timing model and the bound
- * count it. */
+ * count it; with a worker (--overlap) it is detached to the worker instead.
+ * last: the run's last step, which settles every detached op before it ends. */
 static int run_step(struct tencache_cache *c, const struct tc_trace *tr, const int *ids,
-		    bool host)
+		    bool host, struct worker *w, bool last)
 {
 	uint32_t start = 0;
 	int ret;
@@ -520,6 +777,11 @@ static int run_step(struct tencache_cache *c, const struct tc_trace *tr, const i
 			fl |= TENCACHE_ACQ_WRITE;
 		if (a->flags & TC_ACC_HOST)
 			fl |= TENCACHE_ACQ_HOST;
+		if (w && w->held_by[a->tensor]) {
+			ret = worker_settle(w, c, tr, ids, w->held_by[a->tensor] - 1);
+			if (ret)
+				return ret;
+		}
 		ret = tencache_acquire(c, ids[a->tensor], fl, NULL, &ptr);
 		if (ret) {
 			fprintf(stderr, "replay: acquire of tensor %u (access %u): %s\n",
@@ -528,6 +790,16 @@ static int run_step(struct tencache_cache *c, const struct tc_trace *tr, const i
 		}
 		if (!(a->flags & TC_ACC_END))
 			continue;
+		if (w && (a->flags & TC_ACC_HOST)) {
+			uint64_t token;
+
+			ret = tencache_op_detach(c, &token);
+			ret = ret ?: worker_push(w, token, a->compute_ns, start, i, tr);
+			if (ret)
+				return fail("detaching a host op", ret);
+			start = i + 1;
+			continue;
+		}
 		if (!host && (a->flags & TC_ACC_HOST) && a->compute_ns)
 			sleep_ns(a->compute_ns);
 		for (uint32_t j = start; j <= i; j++) {
@@ -541,6 +813,11 @@ static int run_step(struct tencache_cache *c, const struct tc_trace *tr, const i
 		}
 		start = i + 1;
 	}
+	if (w && last) {
+		ret = worker_settle_all(w, c, tr, ids);
+		if (ret)
+			return ret;
+	}
 	ret = tencache_step_end(c);
 	return ret ? fail("tencache_step_end", ret) : 0;
 }
@@ -552,6 +829,7 @@ static int run_policy(struct tencache *tc, const struct opts *o, const struct tc
 	struct tencache_cache_params cp = *base;
 	struct tencache_cache_stats s0, s1;
 	struct tencache_cache *c;
+	struct worker w = { 0 };
 	const char *name = pol_label(pi);
 	unsigned total = o->warmup + o->steps;
 	uint64_t sum = 0, planned = 0;
@@ -578,6 +856,13 @@ static int run_policy(struct tencache *tc, const struct opts *o, const struct tc
 		}
 		ids[t] = ret;
 	}
+	if (o->gen.opt_overlap) {
+		ret = worker_start(&w, c, tr->nr_tensors);
+		if (ret) {
+			fail("starting the host-op worker", ret);
+			goto out;
+		}
+	}
 	memset(&s0, 0, sizeof(s0));
 	for (unsigned k = 0; k < total; k++) {
 		struct tencache_cache_stats st;
@@ -591,13 +876,15 @@ static int run_policy(struct tencache *tc, const struct opts *o, const struct tc
 				goto out;
 			}
 		}
-		/* past its share of --time-limit, after one measured step: stop there */
-		if (pol_deadline_ns && k > o->warmup && now_ns() > pol_deadline_ns) {
+		/* past its share of --time-limit: this measured step is the last */
+		bool stop = pol_deadline_ns && k >= o->warmup && k + 1 < total &&
+			    now_ns() > pol_deadline_ns;
+
+		if (stop)
 			fprintf(stderr, "  %-9s time limit (its share of --time-limit): %u of %u "
-				"measured steps\n", name, k - o->warmup, o->steps);
-			break;
-		}
-		ret = run_step(c, tr, ids, !!(cp.flags & TENCACHE_CACHE_HOST_MODE));
+				"measured steps\n", name, k + 1 - o->warmup, o->steps);
+		ret = run_step(c, tr, ids, !!(cp.flags & TENCACHE_CACHE_HOST_MODE),
+			       o->gen.opt_overlap ? &w : NULL, false);
 		/* a step ends when its compute does, as at a trainer's loss.item() */
 		ret = ret ?: tencache_cache_sync(c, NULL);
 		if (ret)
@@ -629,6 +916,8 @@ static int run_policy(struct tencache *tc, const struct opts *o, const struct tc
 			if (!r->step_min_ns || dt < r->step_min_ns)
 				r->step_min_ns = dt;
 		}
+		if (stop)
+			break;
 	}
 	ret = tencache_cache_stats(c, &s1);
 	if (ret) {
@@ -657,7 +946,14 @@ static int run_policy(struct tencache *tc, const struct opts *o, const struct tc
 			fprintf(stderr, "  timeline of %s: %s (open in https://ui.perfetto.dev)\n",
 				name, o->timeline);
 	}
+	/* --overlap: the measured steps' host ops carried over as in a run that
+	 * goes on; one more step, not measured, settles them */
+	if (o->gen.opt_overlap && !ret) {
+		ret = run_step(c, tr, ids, !!(cp.flags & TENCACHE_CACHE_HOST_MODE), &w, true);
+		ret = ret ?: tencache_cache_sync(c, NULL);
+	}
 out:
+	worker_stop(&w);
 	tencache_cache_destroy(c);
 	free(ids);
 	r->ran = !ret;
@@ -723,12 +1019,13 @@ static void print_table(const struct opts *o, const struct result *res)
 	}
 	printf("\nstep: wall time per measured step (mean of %u, fewer at --time-limit); model:\n"
 	       "the planner's timing model (tc_sim_run) for the same budget and links; bound:\n"
-	       "max(compute, busiest link's measured bytes / bandwidth); hit: GPU acquires found\n"
+	       "max(compute, busiest link's measured bytes / bandwidth)%s; hit: GPU acquires found\n"
 	       "resident and their copies done when acquire ran (the CPU's clock); gpu: the same\n"
 	       "on the compute stream's clock (copies done when the stream got there); plan: the\n"
 	       "planned hit rate of the policy (reads needing data); stall: host time acquire\n"
 	       "waited (host mode, host ops); gpu stl: time the compute waited for copies on its\n"
-	       "own clock (host mode: the same as stall).\n", o->steps);
+	       "own clock (host mode: the same as stall).\n", o->steps,
+	       o->gen.opt_overlap ? "\n(--overlap: compute is the GPU's or the host ops', the busier)" : "");
 }
 
 static cJSON *u64_array(const uint64_t *v, unsigned n)
@@ -779,6 +1076,9 @@ static cJSON *result_json(int argc, char **argv, const struct opts *o,
 	cJSON_AddNumberToObject(x, "tflops", o->gen.tflops);
 	cJSON_AddNumberToObject(x, "adam_params_per_s", o->gen.adam_params_per_s);
 	cJSON_AddBoolToObject(x, "adam_on_gpu", o->gen.opt_on_gpu);
+	cJSON_AddBoolToObject(x, "overlap", o->gen.opt_overlap);
+	if (o->gen.opt_overlap)
+		cJSON_AddNumberToObject(x, "overlap_layers", o->gen.opt_split);	/* -1: estimate */
 
 	for (uint32_t i = 0; i < tr->nr_acc; i++)
 		ops += !!(tr->acc[i].flags & TC_ACC_END);
@@ -791,6 +1091,7 @@ static cJSON *result_json(int argc, char **argv, const struct opts *o,
 				(double)(tc_trace_bytes(tr, TC_ROLE_PARAM_FP16) +
 					 tc_trace_bytes(tr, TC_ROLE_PARAM_BF16)));
 	cJSON_AddNumberToObject(x, "compute_ns", (double)tc_trace_compute_ns(tr));
+	cJSON_AddNumberToObject(x, "bound_compute_ns", (double)bound_compute(tr, o->gen.opt_overlap));
 	cJSON_AddNumberToObject(x, "max_op_bytes", (double)tc_trace_max_op_bytes(tr));
 
 	x = cJSON_AddObjectToObject(root, "cache");
@@ -1110,7 +1411,16 @@ int bench_replay(int argc, char **argv)
 	}
 	printf("\n  links (GB/s): H2D %.1f, D2H %.1f, NVMe read %.1f, write %.1f: %s\n",
 	       bw[0] / 1e9, bw[1] / 1e9, bw[2] / 1e9, bw[3] / 1e9, bw_src);
-	plan_cfg(&cp, bw, TC_POLICY_OURS, &pcfg);
+	plan_cfg(&cp, bw, TC_POLICY_OURS, o.gen.opt_overlap, &pcfg);
+	if (o.gen.opt_overlap) {
+		ret = pick_overlap(&o, &m, &pcfg, &tr);
+		if (ret) {
+			fail("--overlap: the timing model", ret);
+			ret = 1;
+			goto out;
+		}
+		compute = bound_compute(&tr, true);
+	}
 	ret = belady_hit(&tr, &pcfg, &belady);
 	if (ret)
 		fprintf(stderr, "replay: the Belady planner: %s\n", strerror(-ret));
@@ -1135,7 +1445,7 @@ int bench_replay(int argc, char **argv)
 		t0 = now_ns();
 		pol_deadline_ns = deadline_ns && t0 < deadline_ns ?
 				  t0 + (deadline_ns - t0) / left : deadline_ns;
-		plan_cfg(&cp, bw, policies[i].tp, &pcfg);
+		plan_cfg(&cp, bw, policies[i].tp, o.gen.opt_overlap, &pcfg);
 		t0 = now_ns();
 		if (deadline_ns && t0 > deadline_ns) {
 			fprintf(stderr, "  %-9s skipped: time limit (--time-limit)\n", pol_label(i));
