@@ -24,7 +24,8 @@
 #    spent by the replay's caller thread), 2 warm-up (profile + first plan)
 #    and 2 measured steps per policy.
 # REPLAY_ARGS replaces the common replay options; RUNS picks runs by name
-# (default "6.7b-10 6.7b-25 6.7b-50 13b8-25"); LIMIT67 / LIMIT13 the seconds per
+# (default "6.7b-10 6.7b-25 6.7b-50 13b8-25"); OVERLAP=0 replays the CPU Adam
+# after backward instead of beside it (--overlap); LIMIT67 / LIMIT13 the seconds per
 # run (105 / 90); PINNED the 13b-* runs' pinned share (default 98%); DECIDE=0
 # skips the decide benchmark.
 set -uo pipefail
@@ -35,6 +36,8 @@ mkdir -p "$O"
 step() { echo "==== $(date -u +%T) $*"; }
 T0=$(date +%s)
 COMMON=${REPLAY_ARGS:---batch 2 --adam-rate 5e9 --warmup 2 --steps 2}
+# the CPU Adam beside backward, as the trainer's default runs it (OVERLAP=0: after it)
+[ "${OVERLAP:-1}" = 1 ] && COMMON="$COMMON --overlap"
 RUNS=${RUNS:-6.7b-10 6.7b-25 6.7b-50 13b8-25}
 NVME=$TOP/tencache-nvme.swap
 
