@@ -67,6 +67,7 @@ struct opts {
 	double time_limit;	/* s, 0: none */
 	bool host, have_bw, have_batch, pol[NR_POL];
 	uint32_t overlap_layers;	/* --overlap-layers */
+	bool model_only;		/* --model-only: the timing model, no replay */
 	bool have_overlap_layers;
 	double bw[TC_LINK_NR];	/* B/s */
 };
@@ -91,6 +92,7 @@ struct result {
 	double plan_hit;		/* planned GPU hit rate */
 	struct tc_sim_result sim;
 	uint64_t bound_ns;
+	uint64_t model_bound_ns;	/* the bound with the model's link bytes */
 };
 
 static uint64_t now_ns(void)
@@ -135,6 +137,9 @@ static int usage(void)
 "                      timing model (default: host mode measures memcpy; on a GPU\n"
 "                      the cache calibrates and the model uses the H200 figures)\n"
 "  --host              host mode even with a GPU (always without one)\n"
+"  --model-only        only the planner and its timing model (tc_sim_run) per\n"
+"                      policy, with --bw or the H200 figures: no cache, no\n"
+"                      memory needed (what a budget would give, before a run)\n"
 "  --policies LIST     comma list of ours,lru,zero,10cache (default: all)\n"
 "  --table PATH        keep the learnt table there (the cache's table_path)\n"
 "run:\n"
@@ -272,7 +277,7 @@ enum {
 	O_MODEL = 256, O_LAYERS, O_HIDDEN, O_VOCAB, O_BATCH, O_SEQ, O_TFLOPS, O_ADAM,
 	O_GPU_ADAM, O_GPU_BUDGET, O_PINNED_BUDGET, O_NVME_BUDGET, O_NVME, O_BW, O_HOST,
 	O_POLICIES, O_TABLE, O_STEPS, O_WARMUP, O_PROFILE, O_TIMELINE, O_PLOT, O_TIME_LIMIT,
-	O_OVERLAP, O_OVERLAP_LAYERS,
+	O_OVERLAP, O_OVERLAP_LAYERS, O_MODEL_ONLY,
 };
 
 static int parse_opts(int argc, char **argv, struct opts *o)
@@ -284,6 +289,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "tflops", 1, 0, O_TFLOPS }, { "adam-rate", 1, 0, O_ADAM },
 		{ "gpu-adam", 0, 0, O_GPU_ADAM }, { "gpu-budget", 1, 0, O_GPU_BUDGET },
 		{ "overlap", 0, 0, O_OVERLAP }, { "overlap-layers", 1, 0, O_OVERLAP_LAYERS },
+		{ "model-only", 0, 0, O_MODEL_ONLY },
 		{ "pinned-budget", 1, 0, O_PINNED_BUDGET }, { "nvme-budget", 1, 0, O_NVME_BUDGET },
 		{ "nvme", 1, 0, O_NVME }, { "bw", 1, 0, O_BW }, { "host", 0, 0, O_HOST },
 		{ "policies", 1, 0, O_POLICIES }, { "table", 1, 0, O_TABLE },
@@ -316,6 +322,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case O_ADAM: bad = parse_double(optarg, &o->gen.adam_params_per_s); break;
 		case O_GPU_ADAM: o->gen.opt_on_gpu = true; break;
 		case O_OVERLAP: o->gen.opt_overlap = true; break;
+		case O_MODEL_ONLY: o->model_only = true; break;
 		case O_OVERLAP_LAYERS:
 			bad = parse_range(optarg, 0, 100000, &o->overlap_layers);
 			o->have_overlap_layers = true;
@@ -348,6 +355,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	}
 	if (o->nvme_budget && !o->nvme) {
 		fprintf(stderr, "replay: --nvme-budget needs --nvme PATH\n");
+		return 2;
+	}
+	if (o->model_only && (o->timeline || o->table)) {
+		fprintf(stderr, "replay: --model-only runs no cache: no --timeline or --table\n");
 		return 2;
 	}
 	if (o->gen.opt_overlap && o->gen.opt_on_gpu) {
@@ -990,6 +1001,20 @@ static void print_table(const struct opts *o, const struct result *res)
 		if (!o->pol[i])
 			continue;
 		printf("%-9s", pol_label(i));
+		if (o->model_only) {
+			if (r->plan_err) {
+				printf(" %9s %9s  (%s)\n", "-", "-", err_str(r->plan_err));
+				continue;
+			}
+			printf(" %9s %9.1f %9.1f %6.2f %7s %7s %7.2f %9.2f %9s %5s", "-",
+			       r->sim.step_ns / 1e6, r->model_bound_ns / 1e6,
+			       r->model_bound_ns ? (double)r->sim.step_ns / r->model_bound_ns : 0,
+			       "-", "-", 100 * r->plan_hit, r->sim.stall_ns / 1e6, "-", "-");
+			for (int l = 0; l < TC_LINK_NR; l++)
+				printf(" %9.1f", r->sim.link_bytes[l] / MB);
+			printf("\n");
+			continue;
+		}
 		if (r->ran)
 			printf(" %9.1f", r->step_mean_ns / 1e6);
 		else
@@ -1017,6 +1042,9 @@ static void print_table(const struct opts *o, const struct result *res)
 		}
 		printf("\n");
 	}
+	if (o->model_only)
+		printf("\n--model-only: no replay; ratio and stall are the model's (step/bound, the\n"
+		       "time its GPU op waited), link MB the plan's.");
 	printf("\nstep: wall time per measured step (mean of %u, fewer at --time-limit); model:\n"
 	       "the planner's timing model (tc_sim_run) for the same budget and links; bound:\n"
 	       "max(compute, busiest link's measured bytes / bandwidth)%s; hit: GPU acquires found\n"
@@ -1058,7 +1086,7 @@ static cJSON *result_json(int argc, char **argv, const struct opts *o,
 	cJSON_AddStringToObject(x, "host", u.nodename);
 	cJSON_AddStringToObject(x, "kernel", u.release);
 	cJSON_AddNumberToObject(x, "cpus", sysconf(_SC_NPROCESSORS_ONLN));
-	cJSON_AddStringToObject(root, "mode", host ? "host" : "gpu");
+	cJSON_AddStringToObject(root, "mode", o->model_only ? "model-only" : host ? "host" : "gpu");
 
 	x = cJSON_AddObjectToObject(root, "model");
 	cJSON_AddStringToObject(x, "name", m->name);
@@ -1117,8 +1145,8 @@ static cJSON *result_json(int argc, char **argv, const struct opts *o,
 		p = cJSON_CreateObject();
 		cJSON_AddItemToArray(arr, p);
 		cJSON_AddStringToObject(p, "policy", pol_label(i));
-		cJSON_AddBoolToObject(p, "ok", r->ran);
-		if (!r->ran)
+		cJSON_AddBoolToObject(p, "ok", r->ran || (o->model_only && !r->plan_err));
+		if (!r->ran && !o->model_only)
 			cJSON_AddStringToObject(p, "error", err_str(r->err));
 		if (r->ran) {
 			cJSON_AddItemToObject(p, "step_ns", u64_array(r->step_ns, r->steps));
@@ -1158,6 +1186,8 @@ static cJSON *result_json(int argc, char **argv, const struct opts *o,
 		cJSON_AddNumberToObject(s, "step_ns", (double)r->sim.step_ns);
 		cJSON_AddNumberToObject(s, "compute_ns", (double)r->sim.compute_ns);
 		cJSON_AddNumberToObject(s, "stall_ns", (double)r->sim.stall_ns);
+		cJSON_AddNumberToObject(s, "host_ns", (double)r->sim.host_ns);
+		cJSON_AddNumberToObject(s, "bound_ns", (double)r->model_bound_ns);
 		cJSON_AddItemToObject(s, "link_bytes", u64_array(r->sim.link_bytes, TC_LINK_NR));
 		cJSON_AddNumberToObject(s, "gpu_peak", (double)r->sim.gpu_peak);
 	}
@@ -1348,21 +1378,24 @@ int bench_replay(int argc, char **argv)
 		goto out;
 	}
 
-	/* library, mode */
-	tp.flags = o.host ? TENCACHE_F_NO_CUDA : 0;
-	tp.log_level = TENCACHE_LOG_WARN;
-	ret = tencache_init(&tc, &tp);
-	if (ret) {
-		fail("tencache_init", ret);
-		goto out;
-	}
-	host = o.host || tencache_cuda_available(tc);
-	if (host)
-		cp.flags |= TENCACHE_CACHE_HOST_MODE;
-
-	if (check_memory(&tr, &cp, host)) {
-		ret = 2;
-		goto out;
+	/* library, mode (--model-only: neither) */
+	if (o.model_only) {
+		host = false;
+	} else {
+		tp.flags = o.host ? TENCACHE_F_NO_CUDA : 0;
+		tp.log_level = TENCACHE_LOG_WARN;
+		ret = tencache_init(&tc, &tp);
+		if (ret) {
+			fail("tencache_init", ret);
+			goto out;
+		}
+		host = o.host || tencache_cuda_available(tc);
+		if (host)
+			cp.flags |= TENCACHE_CACHE_HOST_MODE;
+		if (check_memory(&tr, &cp, host)) {
+			ret = 2;
+			goto out;
+		}
 	}
 
 	/* links */
@@ -1388,7 +1421,8 @@ int bench_replay(int argc, char **argv)
 	} else {
 		tc_plan_cfg_default(&pcfg);
 		memcpy(bw, pcfg.bw, sizeof(bw));
-		bw_src = "cache calibrates; model and bound use the planner's H200 figures";
+		bw_src = o.model_only ? "the planner's H200 figures (--model-only)" :
+			 "cache calibrates; model and bound use the planner's H200 figures";
 	}
 
 	/* header */
@@ -1402,8 +1436,9 @@ int bench_replay(int argc, char **argv)
 	       o.gen.tflops);
 	fmt_bytes(b1, sizeof(b1), cp.gpu_budget);
 	fmt_bytes(b3, sizeof(b3), maxop);
-	printf("  %s mode; GPU budget %s (%.1f%% of fp16 params; largest op %s)",
-	       host ? "host" : "GPU", b1, 100.0 * cp.gpu_budget / p16, b3);
+	printf("  %s; GPU budget %s (%.1f%% of fp16 params; largest op %s)",
+	       o.model_only ? "timing model only" : host ? "host mode" : "GPU mode", b1,
+	       100.0 * cp.gpu_budget / p16, b3);
 	if (cp.nvme_budget) {
 		fmt_bytes(b1, sizeof(b1), cp.pinned_budget);
 		fmt_bytes(b2, sizeof(b2), cp.nvme_budget);
@@ -1462,6 +1497,12 @@ int bench_replay(int argc, char **argv)
 			fprintf(stderr, "  %-9s timing model: %.1f ms/step, stall %.1f ms "
 				"(planned in %.0f ms)\n", pol_label(i), r->sim.step_ns / 1e6,
 				r->sim.stall_ns / 1e6, (now_ns() - t0) / 1e6);
+		if (!r->plan_err)
+			r->model_bound_ns = bound_ns(compute, r->sim.link_bytes, bw);
+		if (o.model_only) {
+			any_fail |= r->plan_err != 0;
+			continue;
+		}
 		ret = run_policy(tc, &o, &tr, &cp, i, o.timeline && policies[i].pol ==
 				 TENCACHE_POLICY_OURS, r);
 		if (ret)

@@ -1,0 +1,66 @@
+#!/bin/bash
+# replay_model_only.sh - tencache-bench replay --model-only: the planner and
+# its timing model per policy, no cache and no memory, on the full OPT-6.7B
+# at 25% with the H200 link figures: every policy gets a model row and a
+# bound, the JSON says model-only, and with --overlap ours' modelled step is
+# shorter than with the Adam after backward (a deterministic simulation, not
+# a timing). --model-only with --timeline is refused. Exit 0 pass, 1 fail.
+set -uo pipefail
+TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BENCH=${BENCH:-$TOP/build/tools/tencache-bench}
+T=$(mktemp -d /tmp/tencache-replay-model.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+
+[ -x "$BENCH" ] || { echo "no $BENCH: run make lib tools first"; exit 1; }
+command -v python3 > /dev/null || { echo "python3 is needed to check the JSON"; exit 1; }
+for v in serial overlap; do
+	args="--model opt-6.7b --batch 2 --adam-rate 5e9 --gpu-budget 25% --model-only"
+	[ $v = overlap ] && args="$args --overlap"
+	echo "+ tencache-bench replay $args"
+	"$BENCH" replay $args -o "$T/$v.json" > "$T/$v.txt" 2>&1
+	rc=$?
+	cat "$T/$v.txt"
+	[ "$rc" = 0 ] || { echo "FAIL: replay $args exited $rc"; exit 1; }
+done
+
+python3 - "$T/serial.json" "$T/overlap.json" <<'PY' || exit 1
+import json, sys
+
+bad = []
+def check(cond, msg):
+    if not cond:
+        bad.append(msg)
+
+ours = {}
+for path in sys.argv[1:]:
+    d = json.load(open(path))
+    check(d.get("mode") == "model-only", "%s: mode %r" % (path, d.get("mode")))
+    pols = {p["policy"]: p for p in d["policies"]}
+    check(sorted(pols) == sorted(["tencache", "lru", "zero-inf", "10cache"]),
+          "%s: policies %s" % (path, sorted(pols)))
+    for name, p in pols.items():
+        m = p.get("model", {})
+        check(p.get("ok") and m.get("step_ns", 0) > 0 and m.get("bound_ns", 0) > 0 and
+              m["step_ns"] >= m["bound_ns"] * 0.999 and "step_ns" not in p,
+              "%s: %s: ok %r, model %r" % (path, name, p.get("ok"), m))
+    ours[d["generator"]["overlap"]] = pols["tencache"]["model"]
+s, o = ours.get(False, {}), ours.get(True, {})
+print("ours, modelled: Adam after backward %.1f ms (bound %.1f), beside it %.1f ms (bound %.1f)" %
+      (s.get("step_ns", 0) / 1e6, s.get("bound_ns", 0) / 1e6, o.get("step_ns", 0) / 1e6,
+       o.get("bound_ns", 0) / 1e6))
+check(0 < o.get("step_ns", 0) < s.get("step_ns", 0), "overlap does not shorten the modelled step")
+check(o.get("host_ns", 0) > 0 and s.get("host_ns", 1) == 0, "host_ns: %r / %r" %
+      (o.get("host_ns"), s.get("host_ns")))
+for b in bad:
+    print("FAIL:", b)
+sys.exit(1 if bad else 0)
+PY
+
+out=$("$BENCH" replay --model opt-6.7b --model-only --timeline "$T/x.json" 2>&1)
+rc=$?
+if [ "$rc" != 2 ] || ! grep -q -- "--model-only" <<< "$out"; then
+	echo "FAIL: --model-only --timeline: exit $rc: $out"
+	exit 1
+fi
+echo "--model-only --timeline refused"
+exit 0
