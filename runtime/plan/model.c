@@ -329,13 +329,13 @@ static uint64_t flops_ns(const struct tc_gen_cfg *g, double flops)
 	return (uint64_t)(flops / (g->tflops * 1e12) * 1e9);
 }
 
-/* One Adam op over parameter k: gradient, master and moments in, the
- * compute copy out; on the host unless opt_on_gpu. */
 static uint64_t adam_ns(const struct tc_gen_cfg *g, uint64_t numel)
 {
 	return (uint64_t)(numel / g->adam_params_per_s * 1e9) + 1;
 }
 
+/* One Adam op over parameter k: gradient, master and moments in, the
+ * compute copy out; on the host unless opt_on_gpu. */
 static void adam_op(struct gen *G, uint32_t k)
 {
 	unsigned h = G->g->opt_on_gpu ? 0 : TC_ACC_HOST;
@@ -454,7 +454,7 @@ int tc_model_trace(const struct tc_model *m, const struct tc_gen_cfg *g, struct 
 	/* optimizer: Adam per param tensor, on the host or the GPU; with
 	 * overlap the rest in forward order: embeddings, layers 0..split-1,
 	 * then the final norm(s) and the head */
-	if (split == L) {
+	if (!g->opt_overlap || g->opt_on_gpu) {
 		for (uint32_t k = 0; k < G.np; k++)
 			adam_op(&G, k);
 	} else {

@@ -78,7 +78,7 @@ static void generator(void)
 {
 	struct tc_gen_cfg g;
 	struct tc_model m;
-	struct tc_trace s, o, all;
+	struct tc_trace s, o, all, none;
 	uint32_t before, first, nhost = 0;
 
 	tc_gen_cfg_default(&g);
@@ -92,9 +92,13 @@ static void generator(void)
 	T_EQ(tc_model_trace(&m, &g, &o), 0);
 	g.opt_split = m.layers;
 	T_EQ(tc_model_trace(&m, &g, &all), 0);
+	g.opt_split = 0;
+	tc_trace_init(&none);
+	T_EQ(tc_model_trace(&m, &g, &none), 0);
 	T_EQ(tc_trace_validate(&o), 0);
 	T_CHECK(same_accesses(&s, &o), "overlap: not the serial step's accesses reordered");
 	T_CHECK(same_accesses(&s, &all), "opt_split = layers: not the serial accesses");
+	T_CHECK(same_accesses(&s, &none), "opt_split = 0: not the serial accesses");
 	for (uint32_t i = 0; i < s.nr_acc; i++)
 		if ((s.acc[i].flags & TC_ACC_HOST) && (s.acc[i].flags & TC_ACC_END))
 			nhost++;
@@ -114,6 +118,12 @@ static void generator(void)
 	T_CHECK(before == nhost - 4, "opt_split = layers: %u of %u host ops in backward "
 		"(all but the embeddings', the final norm's and the head's)", before, nhost);
 
+	/* none inside backward: all after it, still in forward order */
+	host_ops(&none, &before, &first);
+	T_CHECK(before == 0 && first == s.acc[0].tensor, "opt_split = 0: %u host ops in "
+		"backward, the first after it writes tensor %u, not the embedding (%u)", before,
+		first, s.acc[0].tensor);
+
 	/* on the GPU the optimizer stays where it was */
 	g.opt_on_gpu = true;
 	tc_trace_free(&o);
@@ -124,6 +134,7 @@ static void generator(void)
 	tc_trace_free(&s);
 	tc_trace_free(&o);
 	tc_trace_free(&all);
+	tc_trace_free(&none);
 }
 
 /* GPU op A (10 ms), host op H (30 ms), GPU op B (10 ms) on tensors of
