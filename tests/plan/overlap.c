@@ -74,6 +74,36 @@ static void host_ops(const struct tc_trace *tr, uint32_t *before, uint32_t *firs
 	}
 }
 
+/* The host ops after backward go in the order the next forward reads their
+ * parameters (the END access of an Adam op writes the parameter). */
+static int forward_order(const struct tc_trace *tr)
+{
+	uint32_t *first = malloc(tr->nr_tensors * sizeof(*first)), last_bwd = 0, prev = 0;
+	int ok = 1;
+
+	if (!first)
+		return 0;
+	for (uint32_t t = 0; t < tr->nr_tensors; t++)
+		first[t] = UINT32_MAX;
+	for (uint32_t i = 0; i < tr->nr_acc; i++) {
+		if (first[tr->acc[i].tensor] == UINT32_MAX)
+			first[tr->acc[i].tensor] = i;
+		if (tr->acc[i].phase == TC_PHASE_BWD && (tr->acc[i].flags & TC_ACC_END))
+			last_bwd = i;
+	}
+	for (uint32_t i = last_bwd; i < tr->nr_acc; i++) {
+		const struct tc_access *a = &tr->acc[i];
+
+		if (!(a->flags & TC_ACC_HOST) || !(a->flags & TC_ACC_END))
+			continue;
+		if (first[a->tensor] < prev)
+			ok = 0;
+		prev = first[a->tensor];
+	}
+	free(first);
+	return ok;
+}
+
 static void generator(void)
 {
 	struct tc_gen_cfg g;
@@ -123,6 +153,9 @@ static void generator(void)
 	T_CHECK(before == 0 && first == s.acc[0].tensor, "opt_split = 0: %u host ops in "
 		"backward, the first after it writes tensor %u, not the embedding (%u)", before,
 		first, s.acc[0].tensor);
+	T_CHECK(forward_order(&o) && forward_order(&none) && forward_order(&all),
+		"overlap: the Adam ops after backward are not in forward order");
+	T_CHECK(!forward_order(&s), "serial: the check of the forward order cannot fail");
 
 	/* on the GPU the optimizer stays where it was */
 	g.opt_on_gpu = true;
