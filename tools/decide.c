@@ -52,6 +52,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "exec/exec.h"	/* tc_exec_test_count: device calls per decision */
 #include "tencache.h"
 #include "plan/plan.h"
 #include "bench.h"
@@ -308,6 +309,7 @@ struct vres {
 	double hit;			/* GPU read hit rate, measured steps */
 	uint64_t planned;		/* measured steps run from a plan */
 	double own_ns;			/* the cache's decision_ns / decisions */
+	double dcalls[TC_DC_NR];	/* device calls per decision, measured steps */
 };
 
 struct ctx {
@@ -482,6 +484,7 @@ static int run_cache(struct ctx *x, struct tencache *tc, bool host, unsigned fla
 	struct tencache_cache_params cp = { 0 };
 	struct tencache_cache_stats s0, s1;
 	struct tencache_cache *c;
+	uint64_t dc[TC_DC_NR] = { 0 };
 	int *ids, ret;
 
 	cp.flags = (host ? TENCACHE_CACHE_HOST_MODE : 0) | flags;
@@ -508,7 +511,8 @@ static int run_cache(struct ctx *x, struct tencache *tc, bool host, unsigned fla
 		uint32_t start = 0;
 		uint64_t w0, c0, p0, cb;
 
-		if (k == x->warmup && (ret = tencache_cache_stats(c, &s0)))
+		if (k == x->warmup && ((ret = tencache_cache_stats(c, &s0)) ||
+				       (ret = tc_exec_test_count(c, dc))))
 			break;
 		/* a step boundary: step_begin here and step_end below, timed as one */
 		cb = cpu_ns();
@@ -571,6 +575,8 @@ static int run_cache(struct ctx *x, struct tencache *tc, bool host, unsigned fla
 		r->hit = acq ? (double)(s1.hits - s0.hits) / acq : 1;
 		r->planned = s1.planned_steps - s0.planned_steps;
 		r->own_ns = dec ? (double)(s1.decision_ns - s0.decision_ns) / dec : 0;
+		for (int d = 0; d < TC_DC_NR; d++)
+			r->dcalls[d] = dec ? (double)__atomic_load_n(&dc[d], __ATOMIC_RELAXED) / dec : 0;
 		finish(x, r);
 	}
 	tencache_cache_destroy(c);
@@ -854,6 +860,27 @@ int bench_decide(int argc, char **argv)
 			say("%6s\n", "-");
 		else
 			say("%6.0f\n", r->own_ns);
+	}
+	say("\ndevice calls per decision (measured steps, their boundaries included; the\n"
+	    "issuer's and the staging threads' calls too):\n%-10s", "variant");
+	{
+		static const char *const dn[TC_DC_NR] = { "copy", "spin", "record", "wait",
+			"waithost", "query", "sync", "ssync", "event", "enter" };
+		for (int d = 0; d < TC_DC_NR; d++)
+			say(" %8s", dn[d]);
+		say(" %8s\n", "all");
+	}
+	for (int v = 0; v < V_NR; v++) {
+		double all = 0;
+
+		if (!res[v].ran || v == V_NAIVE)
+			continue;
+		say("%-10s", vnames[v]);
+		for (int d = 0; d < TC_DC_NR; d++) {
+			say(" %8.3f", res[v].dcalls[d]);
+			all += res[v].dcalls[d];
+		}
+		say(" %8.3f\n", all);
 	}
 	say("\n");
 	for (int v = 0; v < V_NR; v++)

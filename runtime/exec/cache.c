@@ -1636,6 +1636,13 @@ int tencache_cache_sync(struct tencache_cache *c, void *stream)
 
 /* ---- test hooks (exec.h) ------------------------------------------------- */
 
+int tc_exec_test_count(struct tencache_cache *c, uint64_t *calls)
+{
+	if (!c)
+		return -EINVAL;
+	return c->dev ? tc_dev_count(c->dev, calls) : -EBUSY;	/* made at freeze */
+}
+
 int tc_exec_test_lag(struct tencache_cache *c, uint64_t kernel_ns, uint64_t copy_ns)
 {
 	if (!c || !(c->p.flags & TENCACHE_CACHE_HOST_MODE))

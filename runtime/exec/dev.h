@@ -78,7 +78,23 @@ struct tc_dev {
 	/* host events: one lock and condition for all of them */
 	pthread_mutex_t hlock;
 	pthread_cond_t hcond;
+	/* tc_dev_count (dev_count.c): the ops it wraps, and its counters */
+	const struct tc_dev_ops *counted;
+	uint64_t *calls;
 };
+
+/* What tc_dev_count counts: the device calls of the cache's hot paths. */
+enum tc_devcall {
+	TC_DC_COPY, TC_DC_SPIN, TC_DC_RECORD, TC_DC_WAIT, TC_DC_WAIT_HOST, TC_DC_QUERY,
+	TC_DC_SYNC, TC_DC_STREAM_SYNC, TC_DC_EVENT, TC_DC_ENTER, TC_DC_NR,
+};
+
+/*
+ * Counts every call of d's ops into calls[TC_DC_*] (relaxed atomics: the
+ * issuer and staging threads call too), until the device is closed. For
+ * benchmarks (tools/decide.c), not the API. 0, or -EBUSY when counted already.
+ */
+int tc_dev_count(struct tc_dev *d, uint64_t *calls);
 
 extern const struct tc_dev_ops tc_dev_host_ops;
 extern const struct tc_dev_ops tc_dev_cuda_ops;

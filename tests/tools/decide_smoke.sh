@@ -2,7 +2,8 @@
 # decide_smoke.sh - CI smoke test of tencache-bench decide (the acquire /
 # release decision-cost benchmark): one short run; it must finish, ours and
 # the issuer and resident variants must run from a plan (decide exits 1 otherwise), and
-# the table must have every variant and the goal line. Not timed: the figures
+# the table must have every variant, the device calls per decision and the
+# goal line. Not timed: the figures
 # are the benchmark's to show, not a test's. Exit 0 pass, 1 fail.
 set -uo pipefail
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -25,4 +26,12 @@ for v in ours issuer resident on-demand naive; do
 	grep -qE "^$v +([0-9]+ +){4}\|" "$out" || { echo "FAIL: no figures for $v"; exit 1; }
 done
 grep -qE '^goal: .*: (PASS|FAIL)$' "$out" || { echo "FAIL: no goal line"; exit 1; }
+# the device calls per decision: ours copies and records events (a budget of
+# half the parameters evicts), and resident, with every tensor kept, copies less
+awk '/^device calls per decision/ { t = 1; next }
+     t && NF == 0 { t = 0 }
+     t && $1 == "ours" { oc = $2; orc = $4; oa = $NF }
+     t && $1 == "resident" { ra = $NF }
+     END { exit !(oc > 0 && orc > 0 && ra > 0 && ra < oa) }' "$out" ||
+	{ echo "FAIL: device calls per decision: none counted, or resident's not below ours"; exit 1; }
 echo "decide: ran"

@@ -1,0 +1,140 @@
+/*
+ * dev_count.c - a device backend that forwards to another and counts each
+ * call (tc_dev_count): how many driver calls a cache decision makes, for
+ * the decide benchmark. Not on any default path.
+ */
+#include <errno.h>
+
+#include "exec/dev.h"
+
+#define COUNT(d, k)	__atomic_add_fetch(&(d)->calls[k], 1, __ATOMIC_RELAXED)
+
+static int c_copy(struct tc_dev *d, void *s, int dir, void *dst, const void *src, uint64_t len)
+{
+	COUNT(d, TC_DC_COPY);
+	return d->counted->copy(d, s, dir, dst, src, len);
+}
+
+static int c_spin(struct tc_dev *d, void *s, uint64_t ns)
+{
+	COUNT(d, TC_DC_SPIN);
+	return d->counted->spin(d, s, ns);
+}
+
+static int c_event_create(struct tc_dev *d, int timing, void **e)
+{
+	COUNT(d, TC_DC_EVENT);
+	return d->counted->event_create(d, timing, e);
+}
+
+static void c_event_destroy(struct tc_dev *d, void *e)
+{
+	COUNT(d, TC_DC_EVENT);
+	d->counted->event_destroy(d, e);
+}
+
+static int c_record(struct tc_dev *d, void *e, void *s)
+{
+	COUNT(d, TC_DC_RECORD);
+	return d->counted->record(d, e, s);
+}
+
+static int c_stream_wait(struct tc_dev *d, void *s, void *e)
+{
+	COUNT(d, TC_DC_WAIT);
+	return d->counted->stream_wait(d, s, e);
+}
+
+static int c_query(struct tc_dev *d, void *e)
+{
+	COUNT(d, TC_DC_QUERY);
+	return d->counted->query(d, e);
+}
+
+static int c_sync(struct tc_dev *d, void *e)
+{
+	COUNT(d, TC_DC_SYNC);
+	return d->counted->sync(d, e);
+}
+
+static int c_elapsed(struct tc_dev *d, void *a, void *b, uint64_t *ns)
+{
+	COUNT(d, TC_DC_EVENT);
+	return d->counted->elapsed(d, a, b, ns);
+}
+
+static int c_stream_sync(struct tc_dev *d, void *s)
+{
+	COUNT(d, TC_DC_STREAM_SYNC);
+	return d->counted->stream_sync(d, s);
+}
+
+static int c_stream_wait_host(struct tc_dev *d, void *s, struct tc_hev *h, uint64_t target)
+{
+	COUNT(d, TC_DC_WAIT_HOST);
+	return d->counted->stream_wait_host(d, s, h, target);
+}
+
+static void c_enter(struct tc_dev *d)
+{
+	COUNT(d, TC_DC_ENTER);
+	d->counted->enter(d);
+}
+
+static void c_leave(struct tc_dev *d)
+{
+	d->counted->leave(d);
+}
+
+static int c_stream_create(struct tc_dev *d, void **s)
+{
+	return d->counted->stream_create(d, s);
+}
+
+static void c_stream_destroy(struct tc_dev *d, void *s)
+{
+	d->counted->stream_destroy(d, s);
+}
+
+static void c_close(struct tc_dev *d)
+{
+	const struct tc_dev_ops *o = d->counted;
+
+	d->ops = o;
+	d->counted = NULL;
+	d->calls = NULL;
+	o->close(d);
+}
+
+#define COUNT_OPS							\
+	.name = "counted",						\
+	.close = c_close,						\
+	.stream_create = c_stream_create,				\
+	.stream_destroy = c_stream_destroy,				\
+	.copy = c_copy,							\
+	.spin = c_spin,							\
+	.event_create = c_event_create,					\
+	.event_destroy = c_event_destroy,				\
+	.record = c_record,						\
+	.stream_wait = c_stream_wait,					\
+	.query = c_query,						\
+	.sync = c_sync,							\
+	.elapsed = c_elapsed,						\
+	.stream_sync = c_stream_sync,					\
+	.stream_wait_host = c_stream_wait_host
+
+/* enter and leave are optional: absent where the wrapped ops lack them */
+static const struct tc_dev_ops count_ops = { COUNT_OPS, .enter = c_enter, .leave = c_leave };
+static const struct tc_dev_ops count_ops_plain = { COUNT_OPS };
+
+int tc_dev_count(struct tc_dev *d, uint64_t *calls)
+{
+	if (!d || !calls)
+		return -EINVAL;
+	if (d->counted)
+		return -EBUSY;
+	d->calls = calls;
+	d->counted = d->ops;
+	d->ops = d->ops->enter ? &count_ops : &count_ops_plain;
+	return 0;
+}
