@@ -147,9 +147,9 @@ static int usage(void)
 "  --warmup N          unmeasured steps first (default 2: profile + first plan)\n"
 "  --profile N         of which profiled by the cache (default 1)\n"
 "  --time-limit S      finish within about S seconds: each policy gets an equal\n"
-"                      share of the time left; a measured step that starts past\n"
-"                      it is the policy's last (one is always measured); a\n"
-"                      policy not started by then is skipped (\"time limit\")\n"
+"                      share of the time left and, once past it, ends after its\n"
+"                      first measured step; a policy not started by then is\n"
+"                      skipped (\"time limit\")\n"
 "output:\n"
 "  -o, --out PATH      JSON result\n"
 "  --timeline PATH     Perfetto (Chrome trace JSON) timeline of our policy's run\n"
@@ -614,7 +614,7 @@ static int fail(const char *what, int ret)
 /* --overlap: host ops detached (tencache_op_detach) and run one at a time,
  * in trace order, by a worker thread that spends their compute and calls
  * tencache_op_done; the caller releases an op's tensors when it next needs
- * one of them (or at the run's end), as the trainer's settle does. */
+ * one of them, as the trainer's settle does. */
 struct job {
 	uint64_t token, ns;
 	uint32_t first, end;	/* its accesses */
@@ -752,24 +752,15 @@ static int worker_settle(struct worker *w, struct tencache_cache *c, const struc
 	return 0;
 }
 
-static int worker_settle_all(struct worker *w, struct tencache_cache *c,
-			     const struct tc_trace *tr, const int *ids)
-{
-	int ret = 0;
-
-	for (uint32_t i = 0; !ret && i < w->nr; i++)
-		ret = worker_settle(w, c, tr, ids, i);
-	return ret;
-}
-
 /* One step: ops in trace order; an op's tensors are acquired, then released,
  * the first with the op's compute time. A host op (CPU Adam) is the caller's
  * own work: on a GPU the caller spends its time here before releasing (the
  * cache does it for us in host mode), as the timing model and the bound
- * count it; with a worker (--overlap) it is detached to the worker instead.
- * last: the run's last step, which settles every detached op before it ends. */
+ * count it; with a worker (--overlap) it is detached to the worker instead,
+ * and its tensors stay held into the next step until needed (the cache's
+ * destroy waits for the last ones: no step has to settle them). */
 static int run_step(struct tencache_cache *c, const struct tc_trace *tr, const int *ids,
-		    bool host, struct worker *w, bool last)
+		    bool host, struct worker *w)
 {
 	uint32_t start = 0;
 	int ret;
@@ -823,11 +814,6 @@ static int run_step(struct tencache_cache *c, const struct tc_trace *tr, const i
 			}
 		}
 		start = i + 1;
-	}
-	if (w && last) {
-		ret = worker_settle_all(w, c, tr, ids);
-		if (ret)
-			return ret;
 	}
 	ret = tencache_step_end(c);
 	return ret ? fail("tencache_step_end", ret) : 0;
@@ -887,15 +873,14 @@ static int run_policy(struct tencache *tc, const struct opts *o, const struct tc
 				goto out;
 			}
 		}
-		/* past its share of --time-limit: this measured step is the last */
-		bool stop = pol_deadline_ns && k >= o->warmup && k + 1 < total &&
-			    now_ns() > pol_deadline_ns;
-
-		if (stop)
+		/* past its share of --time-limit, after one measured step: stop there */
+		if (pol_deadline_ns && k > o->warmup && now_ns() > pol_deadline_ns) {
 			fprintf(stderr, "  %-9s time limit (its share of --time-limit): %u of %u "
-				"measured steps\n", name, k + 1 - o->warmup, o->steps);
+				"measured steps\n", name, k - o->warmup, o->steps);
+			break;
+		}
 		ret = run_step(c, tr, ids, !!(cp.flags & TENCACHE_CACHE_HOST_MODE),
-			       o->gen.opt_overlap ? &w : NULL, false);
+			       o->gen.opt_overlap ? &w : NULL);
 		/* a step ends when its compute does, as at a trainer's loss.item() */
 		ret = ret ?: tencache_cache_sync(c, NULL);
 		if (ret)
@@ -927,8 +912,6 @@ static int run_policy(struct tencache *tc, const struct opts *o, const struct tc
 			if (!r->step_min_ns || dt < r->step_min_ns)
 				r->step_min_ns = dt;
 		}
-		if (stop)
-			break;
 	}
 	ret = tencache_cache_stats(c, &s1);
 	if (ret) {
@@ -956,12 +939,6 @@ static int run_policy(struct tencache *tc, const struct opts *o, const struct tc
 		else
 			fprintf(stderr, "  timeline of %s: %s (open in https://ui.perfetto.dev)\n",
 				name, o->timeline);
-	}
-	/* --overlap: the measured steps' host ops carried over as in a run that
-	 * goes on; one more step, not measured, settles them */
-	if (o->gen.opt_overlap && !ret) {
-		ret = run_step(c, tr, ids, !!(cp.flags & TENCACHE_CACHE_HOST_MODE), &w, true);
-		ret = ret ?: tencache_cache_sync(c, NULL);
 	}
 out:
 	worker_stop(&w);
