@@ -106,9 +106,13 @@ TIMEOUTS = {"ideal": 90, "naive": 150, "deepspeed2": 150, "deepspeed3": 180, "te
 
 
 def base_method(method):
-    """'tencache@8' -> ('tencache', 8); other names -> (name, 0)."""
-    name, _, n = method.partition("@")
-    return name, int(n) if n else 0
+    """'tencache@8' -> ('tencache', 8); other names -> (name, 0). ValueError
+    for an unknown name, or @N on a method that is not tencache's or N < 1."""
+    name, at, n = method.partition("@")
+    if name not in METHODS or at and not (name.startswith("tencache") and n.isdigit() and
+                                          int(n) > 0):
+        raise ValueError(method)
+    return name, int(n) if at else 0
 
 
 def log(*a):
@@ -935,11 +939,11 @@ def parent(args):
         m = m.strip()
         if m == "deepspeed":
             m = f"deepspeed{args.ds_stage}"
-        name, _, n = m.partition("@")
-        if name not in METHODS or (n or "@" in m) and not (
-                name.startswith("tencache") and n.isdigit() and int(n) > 0):
+        try:
+            base_method(m)
+        except ValueError:
             raise SystemExit(f"unknown method {m!r}; choose from {', '.join(METHODS)} (a tencache "
-                             "method may end in @N, N > 0 AdamW threads)")
+                             "method may end in @N, N > 0 AdamW threads)") from None
         methods.append(m)
     shape = MODELS[args.model][1]
     maxpos = shape.get("max_position_embeddings", 2048)

@@ -406,13 +406,14 @@ int tc_model_trace(const struct tc_model *m, const struct tc_gen_cfg *g, struct 
 		uint64_t b = flops_ns(g, 3 * layer_flops), end = (uint64_t)L * b, host = 0;
 
 		while (split > 0) {
-			uint64_t ready = (uint64_t)(L - split + 1) * b, a = 0;
+			/* layer split-1's gradients are ready after L-split+1 layers */
+			uint64_t ready = (uint64_t)(L - split + 1) * b, st = host > ready ? host : ready;
 
 			for (uint32_t i = 0; i < nl; i++)
-				a += adam_ns(g, G.p[lp[split - 1] + i].numel);
-			if ((host > ready ? host : ready) + a > end)
+				st += adam_ns(g, G.p[lp[split - 1] + i].numel);
+			if (st > end)
 				break;
-			host = (host > ready ? host : ready) + a;
+			host = st;
 			split--;
 		}
 	}
