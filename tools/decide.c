@@ -310,12 +310,14 @@ struct vres {
 	uint64_t planned;		/* measured steps run from a plan */
 	double own_ns;			/* the cache's decision_ns / decisions */
 	double dcalls[TC_DC_NR];	/* device calls per decision, measured steps */
+	double dns[TC_DC_NR];		/* --call-ns: wall ns inside them per decision */
 };
 
 struct ctx {
 	const struct tc_trace *tr;	/* scaled */
 	uint32_t steps, warmup;		/* steps per measured pass, warm-up steps */
 	uint64_t gap_ns;		/* --gap-us: the trainer's own work after an op */
+	bool call_ns;			/* --call-ns: time the device calls too */
 	uint64_t gap_spent;		/* in this step's whole pass: taken out again */
 	double tcost;			/* wall-clock pair, ns */
 	struct calls acq, rel;
@@ -484,7 +486,7 @@ static int run_cache(struct ctx *x, struct tencache *tc, bool host, unsigned fla
 	struct tencache_cache_params cp = { 0 };
 	struct tencache_cache_stats s0, s1;
 	struct tencache_cache *c;
-	uint64_t dc[TC_DC_NR] = { 0 };
+	uint64_t dc[TC_DC_NR] = { 0 }, dns[TC_DC_NR] = { 0 };
 	int *ids, ret;
 
 	cp.flags = (host ? TENCACHE_CACHE_HOST_MODE : 0) | flags;
@@ -512,7 +514,7 @@ static int run_cache(struct ctx *x, struct tencache *tc, bool host, unsigned fla
 		uint64_t w0, c0, p0, cb;
 
 		if (k == x->warmup && ((ret = tencache_cache_stats(c, &s0)) ||
-				       (ret = tc_exec_test_count(c, dc))))
+				       (ret = tc_exec_test_count(c, dc, x->call_ns ? dns : NULL))))
 			break;
 		/* a step boundary: step_begin here and step_end below, timed as one */
 		cb = cpu_ns();
@@ -575,8 +577,10 @@ static int run_cache(struct ctx *x, struct tencache *tc, bool host, unsigned fla
 		r->hit = acq ? (double)(s1.hits - s0.hits) / acq : 1;
 		r->planned = s1.planned_steps - s0.planned_steps;
 		r->own_ns = dec ? (double)(s1.decision_ns - s0.decision_ns) / dec : 0;
-		for (int d = 0; d < TC_DC_NR; d++)
+		for (int d = 0; d < TC_DC_NR; d++) {
 			r->dcalls[d] = dec ? (double)__atomic_load_n(&dc[d], __ATOMIC_RELAXED) / dec : 0;
+			r->dns[d] = dec ? (double)__atomic_load_n(&dns[d], __ATOMIC_RELAXED) / dec : 0;
+		}
 		finish(x, r);
 	}
 	tencache_cache_destroy(c);
@@ -608,6 +612,9 @@ static int usage(void)
 "  --gap-us N          the trainer's own CPU work after each op, a busy wait of\n"
 "                      N us outside the timed calls (default 0); threads of the\n"
 "                      cache (the issuer) may work meanwhile\n"
+"  --call-ns           also time each device call (wall ns inside it, every\n"
+"                      thread's) and print them per decision; the clock reads\n"
+"                      add to the CPU figures, so the goal is judged without it\n"
 "  --gpu               use the GPU when there is one (default: host mode,\n"
 "                      copies are memcpy on worker threads)\n"
 "  -o PATH             append the results block to PATH\n",
@@ -685,13 +692,16 @@ static int scale_trace(const struct tc_trace *in, uint64_t scale, struct tc_trac
 	return 0;
 }
 
+static const char *const dn[TC_DC_NR] = { "copy", "spin", "record", "wait",
+	"waithost", "query", "sync", "ssync", "event", "enter" };
+
 int bench_decide(int argc, char **argv)
 {
 	static const struct option lo[] = {
 		{ "model", 1, 0, 'M' }, { "layers", 1, 0, 'L' }, { "hidden", 1, 0, 'H' },
 		{ "vocab", 1, 0, 'V' }, { "gpu-budget", 1, 0, 'b' }, { "scale", 1, 0, 's' },
 		{ "steps", 1, 0, 'n' }, { "warmup", 1, 0, 'w' }, { "gpu", 0, 0, 'g' },
-		{ "gap-us", 1, 0, 'G' }, { "out", 1, 0, 'o' }, { "help", 0, 0, 'h' }, { 0 },
+		{ "gap-us", 1, 0, 'G' }, { "call-ns", 0, 0, 'C' }, { "out", 1, 0, 'o' }, { "help", 0, 0, 'h' }, { 0 },
 	};
 	const char *model = NULL;
 	uint32_t layers = 0, hidden = 0, vocab = 0, steps = 5, warmup = 2, scale32 = 0, gap_us = 0;
@@ -721,6 +731,7 @@ int bench_decide(int argc, char **argv)
 		case 'w': ret = parse_u32(optarg, 1, 100, &warmup); break;
 		case 'G': ret = parse_u32(optarg, 0, 100000, &gap_us); break;
 		case 'g': gpu = true; break;
+		case 'C': x.call_ns = true; break;
 		case 'b':
 			errno = 0;
 			pct_budget = strtod(optarg, &end);
@@ -863,13 +874,9 @@ int bench_decide(int argc, char **argv)
 	}
 	say("\ndevice calls per decision (measured steps, their boundaries included; the\n"
 	    "issuer's and the staging threads' calls too):\n%-10s", "variant");
-	{
-		static const char *const dn[TC_DC_NR] = { "copy", "spin", "record", "wait",
-			"waithost", "query", "sync", "ssync", "event", "enter" };
-		for (int d = 0; d < TC_DC_NR; d++)
-			say(" %8s", dn[d]);
-		say(" %8s\n", "all");
-	}
+	for (int d = 0; d < TC_DC_NR; d++)
+		say(" %8s", dn[d]);
+	say(" %8s\n", "all");
 	for (int v = 0; v < V_NR; v++) {
 		double all = 0;
 
@@ -881,6 +888,25 @@ int bench_decide(int argc, char **argv)
 			all += res[v].dcalls[d];
 		}
 		say(" %8.3f\n", all);
+	}
+	if (x.call_ns) {
+		say("\ndevice ns per decision (--call-ns: wall time inside the calls above, every\n"
+		    "thread's; blocking syncs and queries included):\n%-10s", "variant");
+		for (int d = 0; d < TC_DC_NR; d++)
+			say(" %8s", dn[d]);
+		say(" %8s\n", "all");
+		for (int v = 0; v < V_NR; v++) {
+			double all = 0;
+
+			if (!res[v].ran || v == V_NAIVE)
+				continue;
+			say("%-10s", vnames[v]);
+			for (int d = 0; d < TC_DC_NR; d++) {
+				say(" %8.0f", res[v].dns[d]);
+				all += res[v].dns[d];
+			}
+			say(" %8.0f\n", all);
+		}
 	}
 	say("\n");
 	for (int v = 0; v < V_NR; v++)

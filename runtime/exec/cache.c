@@ -1636,11 +1636,11 @@ int tencache_cache_sync(struct tencache_cache *c, void *stream)
 
 /* ---- test hooks (exec.h) ------------------------------------------------- */
 
-int tc_exec_test_count(struct tencache_cache *c, uint64_t *calls)
+int tc_exec_test_count(struct tencache_cache *c, uint64_t *calls, uint64_t *ns)
 {
 	if (!c)
 		return -EINVAL;
-	return c->dev ? tc_dev_count(c->dev, calls) : -EBUSY;	/* made at freeze */
+	return c->dev ? tc_dev_count(c->dev, calls, ns) : -EBUSY;	/* made at freeze */
 }
 
 int tc_exec_test_lag(struct tencache_cache *c, uint64_t kernel_ns, uint64_t copy_ns)

@@ -81,6 +81,7 @@ struct tc_dev {
 	/* tc_dev_count (dev_count.c): the ops it wraps, and its counters */
 	const struct tc_dev_ops *counted;
 	uint64_t *calls;
+	uint64_t *call_ns;		/* NULL: not timed */
 };
 
 /* What tc_dev_count counts: the device calls of the cache's hot paths. */
@@ -91,10 +92,12 @@ enum tc_devcall {
 
 /*
  * Counts every call of d's ops into calls[TC_DC_*] (relaxed atomics: the
- * issuer and staging threads call too), until the device is closed. For
- * benchmarks (tools/decide.c), not the API. 0, or -EBUSY when counted already.
+ * issuer and staging threads call too), until the device is closed; with ns
+ * non-NULL also adds the wall ns spent inside each call to ns[TC_DC_*] (two
+ * clock reads per call). For benchmarks (tools/decide.c), not the API. 0,
+ * -EINVAL for NULL d or calls, or -EBUSY when counted already.
  */
-int tc_dev_count(struct tc_dev *d, uint64_t *calls);
+int tc_dev_count(struct tc_dev *d, uint64_t *calls, uint64_t *ns);
 
 extern const struct tc_dev_ops tc_dev_host_ops;
 extern const struct tc_dev_ops tc_dev_cuda_ops;

@@ -1,84 +1,122 @@
 /*
  * dev_count.c - a device backend that forwards to another and counts each
- * call (tc_dev_count): how many driver calls a cache decision makes, for
- * the decide benchmark. Not on any default path.
+ * call (tc_dev_count): how many driver calls a cache decision makes, and
+ * optionally the wall time spent inside them, for the decide benchmark. Not
+ * on any default path.
  */
 #include <errno.h>
+#include <time.h>
 
 #include "exec/dev.h"
 
-#define COUNT(d, k)	__atomic_add_fetch(&(d)->calls[k], 1, __ATOMIC_RELAXED)
+static uint64_t mono_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* counts the call; when timed, the statement's wall time goes to call_ns[k] */
+#define COUNTED(d, k, stmt)						\
+	do {								\
+		uint64_t t0_ = (d)->call_ns ? mono_ns() : 0;		\
+									\
+		__atomic_add_fetch(&(d)->calls[k], 1, __ATOMIC_RELAXED); \
+		stmt;							\
+		if (t0_)						\
+			__atomic_add_fetch(&(d)->call_ns[k], mono_ns() - t0_, \
+					   __ATOMIC_RELAXED);		\
+	} while (0)
 
 static int c_copy(struct tc_dev *d, void *s, int dir, void *dst, const void *src, uint64_t len)
 {
-	COUNT(d, TC_DC_COPY);
-	return d->counted->copy(d, s, dir, dst, src, len);
+	int ret;
+
+	COUNTED(d, TC_DC_COPY, ret = d->counted->copy(d, s, dir, dst, src, len));
+	return ret;
 }
 
 static int c_spin(struct tc_dev *d, void *s, uint64_t ns)
 {
-	COUNT(d, TC_DC_SPIN);
-	return d->counted->spin(d, s, ns);
+	int ret;
+
+	COUNTED(d, TC_DC_SPIN, ret = d->counted->spin(d, s, ns));
+	return ret;
 }
 
 static int c_event_create(struct tc_dev *d, int timing, void **e)
 {
-	COUNT(d, TC_DC_EVENT);
-	return d->counted->event_create(d, timing, e);
+	int ret;
+
+	COUNTED(d, TC_DC_EVENT, ret = d->counted->event_create(d, timing, e));
+	return ret;
 }
 
 static void c_event_destroy(struct tc_dev *d, void *e)
 {
-	COUNT(d, TC_DC_EVENT);
-	d->counted->event_destroy(d, e);
+	COUNTED(d, TC_DC_EVENT, d->counted->event_destroy(d, e));
 }
 
 static int c_record(struct tc_dev *d, void *e, void *s)
 {
-	COUNT(d, TC_DC_RECORD);
-	return d->counted->record(d, e, s);
+	int ret;
+
+	COUNTED(d, TC_DC_RECORD, ret = d->counted->record(d, e, s));
+	return ret;
 }
 
 static int c_stream_wait(struct tc_dev *d, void *s, void *e)
 {
-	COUNT(d, TC_DC_WAIT);
-	return d->counted->stream_wait(d, s, e);
+	int ret;
+
+	COUNTED(d, TC_DC_WAIT, ret = d->counted->stream_wait(d, s, e));
+	return ret;
 }
 
 static int c_query(struct tc_dev *d, void *e)
 {
-	COUNT(d, TC_DC_QUERY);
-	return d->counted->query(d, e);
+	int ret;
+
+	COUNTED(d, TC_DC_QUERY, ret = d->counted->query(d, e));
+	return ret;
 }
 
 static int c_sync(struct tc_dev *d, void *e)
 {
-	COUNT(d, TC_DC_SYNC);
-	return d->counted->sync(d, e);
+	int ret;
+
+	COUNTED(d, TC_DC_SYNC, ret = d->counted->sync(d, e));
+	return ret;
 }
 
 static int c_elapsed(struct tc_dev *d, void *a, void *b, uint64_t *ns)
 {
-	COUNT(d, TC_DC_EVENT);
-	return d->counted->elapsed(d, a, b, ns);
+	int ret;
+
+	COUNTED(d, TC_DC_EVENT, ret = d->counted->elapsed(d, a, b, ns));
+	return ret;
 }
 
 static int c_stream_sync(struct tc_dev *d, void *s)
 {
-	COUNT(d, TC_DC_STREAM_SYNC);
-	return d->counted->stream_sync(d, s);
+	int ret;
+
+	COUNTED(d, TC_DC_STREAM_SYNC, ret = d->counted->stream_sync(d, s));
+	return ret;
 }
 
 static int c_stream_wait_host(struct tc_dev *d, void *s, struct tc_hev *h, uint64_t target)
 {
-	COUNT(d, TC_DC_WAIT_HOST);
-	return d->counted->stream_wait_host(d, s, h, target);
+	int ret;
+
+	COUNTED(d, TC_DC_WAIT_HOST, ret = d->counted->stream_wait_host(d, s, h, target));
+	return ret;
 }
 
 static void c_enter(struct tc_dev *d)
 {
-	COUNT(d, TC_DC_ENTER);
-	d->counted->enter(d);
+	COUNTED(d, TC_DC_ENTER, d->counted->enter(d));
 }
 
 static void c_leave(struct tc_dev *d)
@@ -103,6 +141,7 @@ static void c_close(struct tc_dev *d)
 	d->ops = o;
 	d->counted = NULL;
 	d->calls = NULL;
+	d->call_ns = NULL;
 	o->close(d);
 }
 
@@ -127,13 +166,14 @@ static void c_close(struct tc_dev *d)
 static const struct tc_dev_ops count_ops = { COUNT_OPS, .enter = c_enter, .leave = c_leave };
 static const struct tc_dev_ops count_ops_plain = { COUNT_OPS };
 
-int tc_dev_count(struct tc_dev *d, uint64_t *calls)
+int tc_dev_count(struct tc_dev *d, uint64_t *calls, uint64_t *ns)
 {
 	if (!d || !calls)
 		return -EINVAL;
 	if (d->counted)
 		return -EBUSY;
 	d->calls = calls;
+	d->call_ns = ns;
 	d->counted = d->ops;
 	d->ops = d->ops->enter ? &count_ops : &count_ops_plain;
 	return 0;

@@ -256,8 +256,9 @@ void *tc_exec_stage_main(void *arg);
 int tc_exec_test_lag(struct tencache_cache *c, uint64_t kernel_ns, uint64_t copy_ns);
 int tc_exec_test_kernel(struct tencache_cache *c, void *dst, const void *src, uint64_t len);
 /* Counts the device calls of a cache (after its first step) into
- * calls[TC_DC_NR] (dev_count.c); tools/decide.c reports them per decision. */
-int tc_exec_test_count(struct tencache_cache *c, uint64_t *calls);
+ * calls[TC_DC_NR], and with ns non-NULL the wall ns inside them into
+ * ns[TC_DC_NR] (dev_count.c); tools/decide.c reports them per decision. */
+int tc_exec_test_count(struct tencache_cache *c, uint64_t *calls, uint64_t *ns);
 
 /* setup.c */
 int tc_exec_freeze(struct tencache_cache *c);

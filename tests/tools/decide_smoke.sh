@@ -3,7 +3,7 @@
 # release decision-cost benchmark): one short run; it must finish, ours and
 # the issuer and resident variants must run from a plan (decide exits 1 otherwise), and
 # the table must have every variant, the device calls per decision and the
-# goal line. Not timed: the figures
+# goal line; with --call-ns also the device time per decision. Not timed: the figures
 # are the benchmark's to show, not a test's. Exit 0 pass, 1 fail.
 set -uo pipefail
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -34,4 +34,14 @@ awk '/^device calls per decision/ { t = 1; next }
      t && $1 == "resident" { ra = $NF }
      END { exit !(oc > 0 && orc > 0 && ra > 0 && ra < oa) }' "$out" ||
 	{ echo "FAIL: device calls per decision: none counted, or resident's not below ours"; exit 1; }
+grep -q "^device ns per decision" "$out" && { echo "FAIL: device ns printed without --call-ns"; exit 1; }
+# --call-ns: the time inside the calls, per kind: ours copies, and spends time in all of them
+"$BENCH" decide --steps 2 --call-ns > "$out" 2>&1
+rc=$?
+[ "$rc" = 0 ] || { cat "$out"; echo "FAIL: decide --call-ns exited $rc"; exit 1; }
+awk '/^device ns per decision/ { t = 1; next }
+     t && NF == 0 { t = 0 }
+     t && $1 == "ours" { oc = $2; oa = $NF }
+     END { exit !(oc > 0 && oa >= oc) }' "$out" ||
+	{ sed -n '/^device ns/,/^$/p' "$out"; echo "FAIL: --call-ns: no device time for ours' copies"; exit 1; }
 echo "decide: ran"
