@@ -137,12 +137,21 @@ static int gfreed_wait(struct tencache_cache *c, void *s, uint64_t off, uint64_t
 	return 0;
 }
 
-/* Forget freed ranges whose last users are done. */
+/*
+ * Forget freed ranges whose last users are done, oldest first, stopping at
+ * the first that is not (ranges are freed in the order their users run).
+ * Queries cost a driver call each (1-2 us on a GPU), so the list is polled
+ * only once it has doubled since the last poll (and past GFREED_POLL_MIN):
+ * amortized O(1) queries per freed range, and gfreed_wait's scan stays short.
+ */
+#define GFREED_POLL_MIN	16
 static void gfreed_poll(struct tencache_cache *c)
 {
-	uint32_t j = 0;
+	uint32_t i;
 
-	for (uint32_t i = 0; i < c->nr_gfreed; i++) {
+	if (c->nr_gfreed <= c->gfreed_poll_at || c->nr_gfreed <= GFREED_POLL_MIN)
+		return;
+	for (i = 0; i < c->nr_gfreed; i++) {
 		struct tc_gfreed *g = &c->gfreed[i];
 		uint32_t k;
 
@@ -150,9 +159,11 @@ static void gfreed_poll(struct tencache_cache *c)
 			if (xev_done(c, dep_ev(c, g->deps[k])) != 1)
 				break;
 		if (k < g->nr_deps)
-			c->gfreed[j++] = *g;
+			break;
 	}
-	c->nr_gfreed = j;
+	memmove(c->gfreed, c->gfreed + i, (c->nr_gfreed - i) * sizeof(*c->gfreed));
+	c->nr_gfreed -= i;
+	c->gfreed_poll_at = 2 * c->nr_gfreed;
 }
 
 static int od_make_room_pinned(struct tencache_cache *c, uint64_t bytes);
@@ -1006,7 +1017,7 @@ int tc_exec_drain(struct tencache_cache *c)
 		for (uint32_t k = 0; k < c->gfreed[i].nr_deps && !ret; k++)
 			ret = xev_sync(c, dep_ev(c, c->gfreed[i].deps[k]));
 	if (!ret)
-		c->nr_gfreed = 0;
+		c->nr_gfreed = c->gfreed_poll_at = 0;
 	if (!ret)
 		ret = __atomic_load_n(&c->stage_err, __ATOMIC_ACQUIRE);
 	return ret ?: tc_exec_gpu_resolve(c);

@@ -165,6 +165,7 @@ struct tencache_cache {
 	/* GPU ranges freed by DROP whose last users may still run */
 	struct tc_gfreed *gfreed;
 	uint32_t nr_gfreed, cap_gfreed;
+	uint32_t gfreed_poll_at;	/* gfreed_poll queries past this length */
 
 	/* deferred pinned frees (PDROP): a ring */
 	struct tc_pfree *frees;
