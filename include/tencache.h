@@ -523,6 +523,10 @@ struct tencache_cache_stats {
 	uint64_t last_gpu_hits, last_gpu_stall_ns;
 	uint64_t static_layouts;	/* plans whose GPU allocations would have
 					 * fragmented the arena, laid out ahead */
+	uint64_t replans;		/* plans left mid-step for a fragmented
+					 * arena, planned again with more room */
+	uint64_t plan_fallbacks;	/* times ours found no layout within the
+					 * GPU budget and the ZeRO-like plan ran */
 };
 
 TENCACHE_API int tencache_cache_create(struct tencache *tc, struct tencache_cache **cp,

@@ -85,7 +85,7 @@ struct result {
 	uint64_t acquires, hits, stall_ns, late;	/* per measured step */
 	uint64_t gpu_hits, gpu_stall_ns;		/* the same on the compute's clock */
 	uint64_t link_bytes[TC_LINK_NR];		/* per measured step */
-	uint64_t planned_steps, reprofiles, gpu_peak;
+	uint64_t planned_steps, reprofiles, replans, plan_fallbacks, gpu_peak;
 	double decision_ns;		/* per acquire/release decision */
 	/* the planner's view */
 	int plan_err;
@@ -930,6 +930,8 @@ static int run_policy(struct tencache *tc, const struct opts *o, const struct tc
 		r->link_bytes[l] = (s1.link_bytes[l] - s0.link_bytes[l]) / n;
 	r->planned_steps = s1.planned_steps;
 	r->reprofiles = s1.reprofiles;
+	r->replans = s1.replans;
+	r->plan_fallbacks = s1.plan_fallbacks;
 	r->gpu_peak = s1.gpu_bytes_peak;
 	r->decision_ns = s1.decisions ? (double)s1.decision_ns / s1.decisions : 0;
 	if (timeline) {
@@ -1148,6 +1150,8 @@ static cJSON *result_json(int argc, char **argv, const struct opts *o,
 			cJSON_AddItemToObject(p, "link_bytes", u64_array(r->link_bytes, TC_LINK_NR));
 			cJSON_AddNumberToObject(p, "planned_steps", (double)r->planned_steps);
 			cJSON_AddNumberToObject(p, "reprofiles", (double)r->reprofiles);
+			cJSON_AddNumberToObject(p, "replans", (double)r->replans);
+			cJSON_AddNumberToObject(p, "plan_fallbacks", (double)r->plan_fallbacks);
 			cJSON_AddNumberToObject(p, "gpu_bytes_peak", (double)r->gpu_peak);
 			cJSON_AddNumberToObject(p, "decision_ns", r->decision_ns);
 			cJSON_AddNumberToObject(p, "bound_ns", (double)r->bound_ns);

@@ -41,7 +41,8 @@ class CacheStats(ctypes.Structure):
                 # on the compute's clock (GPU stream; host mode: = hits, stall_ns)
                 ("gpu_hits", c_u64), ("gpu_stall_ns", c_u64),
                 ("last_gpu_hits", c_u64), ("last_gpu_stall_ns", c_u64),
-                ("static_layouts", c_u64)]
+                ("static_layouts", c_u64), ("replans", c_u64),
+                ("plan_fallbacks", c_u64)]
 
 
 class AdamParams(ctypes.Structure):

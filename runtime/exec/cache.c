@@ -13,7 +13,9 @@
  * the space is done. An acquire makes the caller's stream wait for the
  * copies that made the value valid (the plan's wait lists). An access that
  * does not match the learnt order ends planned mode for the step: the cache
- * quiesces, counts a re-profile, and the next steps are profiled again.
+ * quiesces, counts a re-profile, and the next steps are profiled again. A
+ * plan that meets a fragmented arena also ends for the step, and the next
+ * step plans again with more room (a re-plan: the order is still known).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -1273,7 +1275,7 @@ static int acquire(struct tencache_cache *c, int id, unsigned flags, void *strea
 			ret = issue_op(c, k);
 			if (ret == -ENOMEM && c->pinned_enomem) {
 				c->pfrag_slack += c->p.pinned_budget / 16;
-				ret = tc_exec_leave_plan(c, "pinned memory fragmented");
+				ret = tc_exec_replan(c, "pinned memory fragmented", 0);
 				if (ret)
 					return ret;
 				break;
@@ -1281,7 +1283,7 @@ static int acquire(struct tencache_cache *c, int id, unsigned flags, void *strea
 			if (ret == -ENOMEM && c->garena) {
 				/* fragmented beyond what was checked: re-plan with room */
 				c->frag_slack += c->p.gpu_budget / 16;
-				ret = tc_exec_leave_plan(c, "GPU memory fragmented");
+				ret = tc_exec_replan(c, "GPU memory fragmented", 1);
 				if (ret)
 					return ret;
 				break;

@@ -267,6 +267,7 @@ int tc_exec_learn(struct tencache_cache *c);
 int tc_exec_enter_plan(struct tencache_cache *c);
 int tc_exec_load_start(struct tencache_cache *c);
 int tc_exec_leave_plan(struct tencache_cache *c, const char *why);
+int tc_exec_replan(struct tencache_cache *c, const char *why, int gpu);
 int tc_exec_step_sync(struct tencache_cache *c);
 int tc_exec_flush(struct tencache_cache *c);
 

@@ -612,7 +612,7 @@ static unsigned gpu_classes(struct tencache_cache *c, const struct tc_plan *pl,
 int tc_exec_enter_plan(struct tencache_cache *c)
 {
 	struct tc_plan_cfg cfg;
-	uint64_t sum = 0, t0 = tc_now_ns();
+	uint64_t sum = 0, t0 = tc_now_ns(), gpu_bytes0;
 	char b1[32], b2[32], err[256];
 	int ret;
 
@@ -632,6 +632,7 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 	if (c->have_plan)
 		tc_plan_free(&c->plan);
 	c->have_plan = 0;
+	gpu_bytes0 = cfg.gpu_bytes;
 	/* plan for less than the budget when its allocations would fragment */
 	for (int tries = 0;; tries++) {
 		uint64_t step = c->p.gpu_budget / 64;
@@ -673,6 +674,24 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 			break;
 		tc_plan_free(&c->plan);
 		if (tries == 32 || cfg.gpu_bytes <= step + tc_trace_max_op_bytes(&c->trace)) {
+			/*
+			 * No layout for ours: its resident sets shift with
+			 * every op. The ZeRO-like plan (release after use,
+			 * a prefetch bucket) keeps short, regular residencies
+			 * that may lay out where ours' do not, and any plan
+			 * beats running on demand.
+			 */
+			if (cfg.policy == TC_POLICY_OURS) {
+				tc_fmt_bytes(b1, sizeof(b1), c->p.gpu_budget);
+				tc_log(c->tc, c->st.plan_fallbacks ? TENCACHE_LOG_INFO : TENCACHE_LOG_WARN,
+				       "cache: no layout of the planned GPU allocations fits the GPU budget (%s); using the ZeRO-like streaming plan instead (a larger gpu_budget may let ours plan)",
+					b1);
+				cfg.policy = TC_POLICY_ZERO;
+				cfg.gpu_bytes = gpu_bytes0;
+				tries = -1;
+				c->st.plan_fallbacks++;
+				continue;
+			}
 			ret = -ENOSPC;
 			break;
 		}
@@ -835,22 +854,54 @@ int tc_exec_load_start(struct tencache_cache *c)
 	return ret ?: tc_exec_quiesce(c);
 }
 
-int tc_exec_leave_plan(struct tencache_cache *c, const char *why)
+/* Ends planned mode mid-step: the rest of this step runs on demand, and
+ * its record (from here on) is not learnt. */
+static int plan_stop(struct tencache_cache *c)
 {
 	int ret = tc_exec_quiesce(c);
 
 	c->planned = 0;
-	c->want_plan = 0;
-	c->profiled = 0;
 	c->skip_learn = 1;
-	/* the rest of this step runs on demand; its record is not learnt */
 	tc_trace_free(&c->rec);
 	tc_trace_init(&c->rec);
 	for (uint32_t i = 0; i < c->nr && !ret; i++)
 		ret = tc_trace_add_tensor(&c->rec, c->t[i].bytes, c->t[i].role) < 0 ? -ENOMEM : 0;
+	return ret;
+}
+
+int tc_exec_leave_plan(struct tencache_cache *c, const char *why)
+{
+	int ret = plan_stop(c);
+
+	c->want_plan = 0;
+	c->profiled = 0;
 	c->st.reprofiles++;
 	tc_warn(c->tc, "cache: step %llu: %s at access %u; profiling the order again",
 		(unsigned long long)c->st.steps + 1, why, c->pos);
+	return ret;
+}
+
+/*
+ * The learnt order still holds but the plan met a fragmented arena (the
+ * caller has just raised that arena's slack): the rest of this step runs on
+ * demand and the next step plans again, without profiling the order again.
+ * Once the slack is at its cap (half the budget) it profiles again instead.
+ */
+int tc_exec_replan(struct tencache_cache *c, const char *why, int gpu)
+{
+	uint64_t slack = gpu ? c->frag_slack : c->pfrag_slack;
+	uint64_t budget = gpu ? c->p.gpu_budget : c->p.pinned_budget;
+	char b[32];
+	int ret;
+
+	if (slack > budget / 2)
+		return tc_exec_leave_plan(c, why);
+	ret = plan_stop(c);
+	c->want_plan = 1;
+	c->st.replans++;
+	tc_fmt_bytes(b, sizeof(b), budget / 16);
+	tc_warn(c->tc, "cache: step %llu: %s at access %u; the rest of the step runs on demand, and the next step plans again with %s more room",
+		(unsigned long long)c->st.steps + 1, why, c->pos, b);
 	return ret;
 }
 
