@@ -695,6 +695,28 @@ static int scale_trace(const struct tc_trace *in, uint64_t scale, struct tc_trac
 static const char *const dn[TC_DC_NR] = { "copy", "spin", "record", "wait",
 	"waithost", "query", "sync", "ssync", "event", "enter" };
 
+/* Per variant and kind of device call: calls, or (ns) wall ns, per decision. */
+static void dev_table(const struct vres *res, const char *title, bool ns)
+{
+	say("%s\n%-10s", title, "variant");
+	for (int d = 0; d < TC_DC_NR; d++)
+		say(" %8s", dn[d]);
+	say(" %8s\n", "all");
+	for (int v = 0; v < V_NR; v++) {
+		const double *x = ns ? res[v].dns : res[v].dcalls;
+		double all = 0;
+
+		if (!res[v].ran || v == V_NAIVE)
+			continue;
+		say("%-10s", vnames[v]);
+		for (int d = 0; d < TC_DC_NR; d++) {
+			say(ns ? " %8.0f" : " %8.3f", x[d]);
+			all += x[d];
+		}
+		say(ns ? " %8.0f\n" : " %8.3f\n", all);
+	}
+}
+
 int bench_decide(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -872,42 +894,11 @@ int bench_decide(int argc, char **argv)
 		else
 			say("%6.0f\n", r->own_ns);
 	}
-	say("\ndevice calls per decision (measured steps, their boundaries included; the\n"
-	    "issuer's and the staging threads' calls too):\n%-10s", "variant");
-	for (int d = 0; d < TC_DC_NR; d++)
-		say(" %8s", dn[d]);
-	say(" %8s\n", "all");
-	for (int v = 0; v < V_NR; v++) {
-		double all = 0;
-
-		if (!res[v].ran || v == V_NAIVE)
-			continue;
-		say("%-10s", vnames[v]);
-		for (int d = 0; d < TC_DC_NR; d++) {
-			say(" %8.3f", res[v].dcalls[d]);
-			all += res[v].dcalls[d];
-		}
-		say(" %8.3f\n", all);
-	}
-	if (x.call_ns) {
-		say("\ndevice ns per decision (--call-ns: wall time inside the calls above, every\n"
-		    "thread's; blocking syncs and queries included):\n%-10s", "variant");
-		for (int d = 0; d < TC_DC_NR; d++)
-			say(" %8s", dn[d]);
-		say(" %8s\n", "all");
-		for (int v = 0; v < V_NR; v++) {
-			double all = 0;
-
-			if (!res[v].ran || v == V_NAIVE)
-				continue;
-			say("%-10s", vnames[v]);
-			for (int d = 0; d < TC_DC_NR; d++) {
-				say(" %8.0f", res[v].dns[d]);
-				all += res[v].dns[d];
-			}
-			say(" %8.0f\n", all);
-		}
-	}
+	dev_table(res, "\ndevice calls per decision (measured steps, their boundaries included; the\n"
+		  "issuer's and the staging threads' calls too):", false);
+	if (x.call_ns)
+		dev_table(res, "\ndevice ns per decision (--call-ns: wall time inside the calls above, every\n"
+			  "thread's; blocking syncs and queries included):", true);
 	say("\n");
 	for (int v = 0; v < V_NR; v++)
 		say("  %-10s %s\n", vnames[v], vdesc[v]);
