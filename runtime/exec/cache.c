@@ -677,6 +677,15 @@ static int issue_op(struct tencache_cache *c, uint32_t k)
 	const int32_t *deps = c->plan.deps + op->dep_first;
 	int ret = 0;
 
+	/* tc_exec_test_fail: this allocation meets a "fragmented" arena */
+	if (c->test_fail[0] && (op->kind == TC_OP_STAGE_IN || op->kind == TC_OP_PALLOC) &&
+	    !--c->test_fail[0]) {
+		c->pinned_enomem = 1;
+		return -ENOMEM;
+	}
+	if (c->test_fail[1] && (op->kind == TC_OP_FETCH || op->kind == TC_OP_ALLOC) &&
+	    !--c->test_fail[1])
+		return -ENOMEM;
 	switch (op->kind) {
 	case TC_OP_FETCH:
 		ret = c->op_goff ? galloc_at(c, t, c->op_goff[k]) : galloc(c, t);
@@ -1654,6 +1663,14 @@ int tc_exec_test_count(struct tencache_cache *c, uint64_t *calls, uint64_t *ns)
 	if (!c)
 		return -EINVAL;
 	return c->dev ? tc_dev_count(c->dev, calls, ns) : -EBUSY;	/* made at freeze */
+}
+
+int tc_exec_test_fail(struct tencache_cache *c, int gpu, uint32_t n)
+{
+	if (!c || (gpu && !c->garena))
+		return -EINVAL;
+	c->test_fail[!!gpu] = n;
+	return 0;
 }
 
 int tc_exec_test_lag(struct tencache_cache *c, uint64_t kernel_ns, uint64_t copy_ns)

@@ -226,6 +226,7 @@ struct tencache_cache {
 	 */
 	int lag_on;
 	void *lag_s;
+	uint32_t test_fail[2];		/* tc_exec_test_fail: pinned, GPU countdowns */
 	uint64_t kernel_lag_ns, copy_lag_ns;
 };
 
@@ -260,6 +261,12 @@ int tc_exec_test_kernel(struct tencache_cache *c, void *dst, const void *src, ui
  * calls[TC_DC_NR], and with ns non-NULL the wall ns inside them into
  * ns[TC_DC_NR] (dev_count.c); tools/decide.c reports them per decision. */
 int tc_exec_test_count(struct tencache_cache *c, uint64_t *calls, uint64_t *ns);
+/* Makes the plan's n-th allocating op from now (n >= 1) in the GPU arena
+ * (gpu: FETCH, ALLOC) or the pinned pool (STAGE_IN, PALLOC) fail with
+ * -ENOMEM once, as a fragmented arena would: the re-plan path
+ * (tests/runtime/cache_replan.c). n 0: off. -EINVAL before the first
+ * tensor_host or step (no GPU arena yet). */
+int tc_exec_test_fail(struct tencache_cache *c, int gpu, uint32_t n);
 
 /* setup.c */
 int tc_exec_freeze(struct tencache_cache *c);

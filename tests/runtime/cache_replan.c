@@ -1,0 +1,193 @@
+/* cache_replan.c - a plan that meets a fragmented arena mid-step (made to
+ * happen with the test hook tc_exec_test_fail, in host mode): the rest of the
+ * step runs on demand, the next step plans again with more room and no
+ * re-profile (stats: replans, not reprofiles), for the GPU arena and for the
+ * pinned pool with NVMe on; once the room would pass half the budget the
+ * cache profiles again instead. Every value read is checked against what was
+ * last written, and the bad inputs of the hook are refused. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tencache.h"
+#include "exec/exec.h"	/* tc_exec_test_fail */
+#include "test.h"
+
+#define NT	24
+#define NOPS	40
+#define KiB	1024ULL
+
+struct acc { int id; unsigned flags; };
+struct op { int n, host; struct acc a[3]; };
+
+static uint64_t bytes[NT];
+static uint32_t version[NT];
+static struct op ops[NOPS];
+
+/* a random cyclic step: 1-3 distinct tensors per op, some ops on the host */
+static void gen(unsigned seed)
+{
+	srand(seed);
+	for (int i = 0; i < NT; i++)
+		bytes[i] = (1 + rand() % 32) * 4 * KiB;
+	for (int o = 0; o < NOPS; o++) {
+		ops[o].n = 1 + rand() % 3;
+		ops[o].host = rand() % 100 < 15;
+		for (int k = 0; k < ops[o].n; k++) {
+			int dup;
+
+			do {
+				ops[o].a[k].id = rand() % NT;
+				dup = 0;
+				for (int j = 0; j < k; j++)
+					dup |= ops[o].a[j].id == ops[o].a[k].id;
+			} while (dup);
+			ops[o].a[k].flags = rand() % 100 < 60 ? TENCACHE_ACQ_READ :
+					    rand() % 2 ? TENCACHE_ACQ_WRITE :
+					    TENCACHE_ACQ_READ | TENCACHE_ACQ_WRITE;
+		}
+	}
+}
+
+static int step(struct tencache_cache *c)
+{
+	int ret = tencache_step_begin(c);
+
+	for (int oi = 0; oi < NOPS && !ret; oi++) {
+		const struct op *op = &ops[oi];
+		void *p[3];
+
+		for (int k = 0; k < op->n && !ret; k++)
+			ret = tencache_acquire(c, op->a[k].id, op->a[k].flags |
+					       (op->host ? TENCACHE_ACQ_HOST : 0), NULL, &p[k]);
+		for (int k = 0; k < op->n && !ret; k++) {
+			int id = op->a[k].id;
+
+			if ((op->a[k].flags & TENCACHE_ACQ_READ) &&
+			    !t_tensor_check(p[k], bytes[id], id, version[id])) {
+				fprintf(stderr, "tensor %d: stale value (op %d)\n", id, oi);
+				return -EIO;
+			}
+			if (op->a[k].flags & TENCACHE_ACQ_WRITE) {
+				version[id]++;
+				t_tensor_fill(p[k], bytes[id], id, version[id]);
+			}
+		}
+		for (int k = 0; k < op->n && !ret; k++)
+			ret = tencache_release(c, op->a[k].id, NULL, 0);
+	}
+	return ret ?: tencache_step_end(c);
+}
+
+static struct tencache_cache *make(struct tencache *tc, int nvme, const char *swap)
+{
+	struct tencache_cache_params p = { .flags = TENCACHE_CACHE_HOST_MODE,
+					   .policy = TENCACHE_POLICY_OURS };
+	struct tencache_cache *c = NULL;
+	uint64_t total = 0;
+
+	for (int i = 0; i < NT; i++)
+		total += bytes[i];
+	p.gpu_budget = total;	/* half of it still holds the largest op */
+	if (nvme) {	/* a third on the GPU, half pinned: the plan stages */
+		p.gpu_budget = total / 3;
+		p.pinned_budget = total / 2;
+		p.nvme_budget = total * 2;
+		p.nvme_path = swap;
+	}
+	if (tencache_cache_create(tc, &c, &p))
+		return NULL;
+	for (int i = 0; i < NT; i++)
+		if (tencache_tensor_register(c, bytes[i], TENCACHE_ROLE_PARAM_FP16) != i) {
+			tencache_cache_destroy(c);
+			return NULL;
+		}
+	for (int i = 0; i < NT; i++) {	/* the first tensor_host ends registration */
+		void *h;
+
+		if (tencache_tensor_host(c, i, &h)) {
+			tencache_cache_destroy(c);
+			return NULL;
+		}
+		version[i] = 0;
+		t_tensor_fill(h, bytes[i], i, 0);
+	}
+	return c;
+}
+
+/*
+ * gpu: which arena fails. fails: how many planned steps in a row meet it.
+ * The first 8 re-plan (1/16 more room each, up to half the budget); a
+ * ninth would pass half, and profiles again.
+ */
+static void run(struct tencache *tc, int gpu, int nvme, unsigned fails, const char *swap)
+{
+	struct tencache_cache_stats st;
+	struct tencache_cache *c = make(tc, nvme, swap);
+	unsigned replans = fails < 8 ? fails : 8, reprofiles = fails > 8;
+	unsigned s = 0;
+
+	T_CHECK(c != NULL, "cache setup (gpu %d nvme %d)", gpu, nvme);
+	if (!c)
+		return;
+	/* step 0 profiles, step 1 is planned */
+	for (; s < 2; s++)
+		T_EQ(step(c), 0);
+	for (unsigned f = 0; f < fails; f++, s++) {
+		T_EQ(tc_exec_test_fail(c, gpu, 2), 0);
+		T_EQ(step(c), 0);
+	}
+	/* after a re-profile: one step profiles, then plans again */
+	for (unsigned k = 0; k < 2u + reprofiles; k++, s++)
+		T_EQ(step(c), 0);
+	T_EQ(tencache_cache_stats(c, &st), 0);
+	T_EQ(st.replans, replans);
+	T_EQ(st.reprofiles, reprofiles);
+	/* the failing steps end unplanned, and so does the re-profiled one */
+	T_EQ(st.planned_steps, s - 1 - fails - reprofiles);
+	printf("gpu %d nvme %d fails %u: %llu steps, %llu planned, %llu re-plans, %llu re-profiles\n",
+	       gpu, nvme, fails, (unsigned long long)st.steps,
+	       (unsigned long long)st.planned_steps, (unsigned long long)st.replans,
+	       (unsigned long long)st.reprofiles);
+	tencache_cache_destroy(c);
+}
+
+int main(void)
+{
+	struct tencache_params tp = { .flags = TENCACHE_F_NO_CUDA, .log_level = TENCACHE_LOG_ERR,
+				      .pool_backend = TENCACHE_POOL_THP };
+	struct tencache *tc;
+	struct tencache_cache *c;
+	char dir[] = "/var/tmp/tencache-replan.XXXXXX", swap[256];
+
+	T_EQ(tencache_init(&tc, &tp), 0);
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	snprintf(swap, sizeof(swap), "%s/swap", dir);
+	gen(7);
+	/* the hook's bad inputs: no cache; no GPU arena yet (made at freeze) */
+	T_EQ(tc_exec_test_fail(NULL, 1, 1), -EINVAL);
+	{
+		struct tencache_cache_params p = { .flags = TENCACHE_CACHE_HOST_MODE,
+						   .gpu_budget = 1 << 20 };
+
+		T_EQ(tencache_cache_create(tc, &c, &p), 0);
+		T_EQ(tc_exec_test_fail(c, 1, 1), -EINVAL);
+		tencache_cache_destroy(c);
+	}
+	run(tc, 1, 0, 1, swap);		/* GPU arena: one re-plan */
+	if (t_odirect_ok(dir))		/* pinned pool with NVMe: two */
+		run(tc, 0, 1, 2, swap);
+	else
+		printf("# %s takes no O_DIRECT: the NVMe case is not run\n", dir);
+	run(tc, 1, 0, 9, swap);		/* past half the budget: profiles again */
+	unlink(swap);
+	rmdir(dir);
+	tencache_exit(tc);
+	return t_exit();
+}
