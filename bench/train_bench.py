@@ -28,6 +28,10 @@ in its own subprocess (clean peak-memory counters and CUDA state):
   tencache-nocarry   offload(overlap="backward"): beside backward only.
   A tencache method may end in @N: its AdamW runs on N threads (threads=N;
   e.g. tencache@8), so a thread sweep is one run.
+  --rounds K runs the offload methods K times in turn (method#2 ... method#K;
+  ideal once): the host's memory speed, which the CPU optimizers depend on,
+  drifts between runs, so each round's ratios compare methods run minutes
+  apart.
 
 GPU memory of the offload methods is capped with
 torch.cuda.set_per_process_memory_fraction (--cap; auto: the ideal run's
@@ -106,8 +110,13 @@ TIMEOUTS = {"ideal": 90, "naive": 150, "deepspeed2": 150, "deepspeed3": 180, "te
 
 
 def base_method(method):
-    """'tencache@8' -> ('tencache', 8); other names -> (name, 0). ValueError
-    for an unknown name, or @N on a method that is not tencache's or N < 1."""
+    """'tencache@8' -> ('tencache', 8); other names -> (name, 0). A '#K'
+    suffix (K >= 2: the method's run in round K of --rounds) is dropped.
+    ValueError for an unknown name, @N on a method that is not tencache's or
+    N < 1, or a bad round."""
+    method, hsh, k = method.partition("#")
+    if hsh and not (k.isdigit() and int(k) >= 2):
+        raise ValueError(method)
     name, at, n = method.partition("@")
     if name not in METHODS or at and not (name.startswith("tencache") and n.isdigit() and
                                           int(n) > 0):
@@ -390,13 +399,16 @@ def vm_status(key):
     return None
 
 
-def worker(cfg, method, result_path):
+def worker(cfg, label, result_path):
+    """One method's run; label is its name in the table (method, or
+    method#K in round K of --rounds)."""
     t_begin = time.time()
+    method = label.partition("#")[0]
     import torch
     dev = torch.device(cfg["device"])
     if dev.type == "cuda" and dev.index is None:    # set_device and the cap need an index
         dev = torch.device("cuda", torch.cuda.current_device())
-    res = {"method": method, "ok": False, "device": cfg["device"]}
+    res = {"method": label, "ok": False, "device": cfg["device"]}
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
         torch.backends.cuda.matmul.allow_tf32 = True
@@ -441,7 +453,7 @@ def worker(cfg, method, result_path):
     elif method.startswith("tencache"):
         name, threads = base_method(method)
         m = Tencache(model, cfg, dev, overlap=TC_OVERLAP[name], threads=threads,
-                     timeline=cfg["timeline"] and method == "tencache")
+                     timeline=cfg["timeline"] and label == "tencache")
         res["gpu_budget"] = m.budget
     else:
         raise SystemExit(f"unknown method {method}")
@@ -498,7 +510,7 @@ def worker(cfg, method, result_path):
         res["tencache"] = tencache_summary(m, cfg)
         if method == "tencache":
             res["adam_alone"] = adam_alone(m, res["n_params"], cfg)
-        if cfg["timeline"] and method == "tencache":
+        if cfg["timeline"] and label == "tencache":
             path = os.path.join(cfg["out"], "tencache-timeline.json")
             try:
                 m.rt.timeline(path)
@@ -512,7 +524,7 @@ def worker(cfg, method, result_path):
     res["wall_s"] = time.time() - t_begin
     with open(result_path, "w") as f:
         json.dump(res, f, indent=1)
-    log(f"[{method}] {res['tokens_per_s']:.0f} tokens/s, step {res['step_ms']:.0f} ms")
+    log(f"[{method}] {label}: {res['tokens_per_s']:.0f} tokens/s, step {res['step_ms']:.0f} ms")
     # no destroy_process_group: main() leaves with os._exit, so NCCL teardown cannot hang
 
 
@@ -579,7 +591,7 @@ def tencache_summary(m, cfg):
 def run_worker(args, cfg, method, deadline, env_extra):
     logs = os.path.join(args.out, "logs")
     os.makedirs(logs, exist_ok=True)
-    fname = method.replace("@", "-threads")    # file names in [A-Za-z0-9._-]
+    fname = method.replace("@", "-threads").replace("#", "-round")    # [A-Za-z0-9._-]
     rpath = os.path.join(args.out, f"result-{fname}.json")
     lpath = os.path.join(logs, f"{fname}.log")
     if os.path.exists(rpath):
@@ -607,7 +619,7 @@ def run_worker(args, cfg, method, deadline, env_extra):
             for line in p.stdout:
                 lf.write(line)
                 lf.flush()
-                if line.startswith(f"[{method}]"):
+                if line.startswith(f"[{method.partition('#')[0]}]"):
                     print("   " + line, end="", flush=True)
         th = threading.Thread(target=pump, daemon=True)
         th.start()
@@ -807,8 +819,19 @@ def summarize(args, results, setup, ds_info):
             ratios["deepspeed_best"] = best_ds["method"]
         for v in order:
             r = results[v]
-            if v != "tencache" and v.startswith("tencache") and r.get("ok"):
+            if v != "tencache" and v.startswith("tencache") and "#" not in v and r.get("ok"):
                 ratios[f"{v}/tencache"] = r["tokens_per_s"] / tc["tokens_per_s"]
+    # --rounds: each later round's tencache against that round's baselines
+    for k in range(2, getattr(args, "rounds", 1) + 1):
+        tk = results.get(f"tencache#{k}")
+        if not (tk and tk.get("ok")):
+            continue
+        dk = [results[m] for m in order if m.startswith("deepspeed") and m.endswith(f"#{k}")
+              and results[m].get("ok")]
+        nk = results.get(f"naive#{k}")
+        for name, r in (("ideal", ideal), ("naive", nk if nk and nk.get("ok") else None),
+                        ("deepspeed", max(dk, key=lambda r: r["tokens_per_s"]) if dk else None)):
+            ratios[f"tencache#{k}/{name}"] = tk["tokens_per_s"] / r["tokens_per_s"] if r else None
     bound = None
     if tc and tc.get("link") and tc.get("tencache"):
         t = tc["tencache"]
@@ -950,8 +973,14 @@ def parent(args):
     if args.seq > maxpos:
         raise SystemExit(f"--seq {args.seq} exceeds {args.model}'s max_position_embeddings "
                          f"{maxpos}")
+    if args.rounds < 1:
+        raise SystemExit(f"--rounds {args.rounds}: give 1 or more")
     # ideal first: the auto cap is derived from it
     methods.sort(key=lambda m: m != "ideal")
+    # --rounds: the offload methods again, in the same order, as method#K
+    # (the host's memory speed drifts between runs: each round compares
+    # methods run minutes apart; ideal runs once, on the GPU alone)
+    methods += [f"{m}#{k}" for k in range(2, args.rounds + 1) for m in methods if m != "ideal"]
     args.methods = methods
     hp = dict(lr=args.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
     base = dict(model=args.model, batch=args.batch, seq=args.seq, warmup=args.warmup,
@@ -1039,6 +1068,9 @@ def main():
                     help="DeepSpeed sdist/wheel and its dependencies' wheels")
     ap.add_argument("--timeout", type=float, help="per-method timeout in s (default: per method)")
     ap.add_argument("--deadline", type=float, default=480, help="all methods together, s")
+    ap.add_argument("--rounds", type=int, default=1, help="run the offload methods this many "
+                    "times in turn (method#K in round K): ratios per round, against drift "
+                    "of the host's speed")
     ap.add_argument("--ds-build-timeout", type=float, default=240)
     ap.add_argument("--no-timeline", action="store_true",
                     help="do not record tencache's Perfetto timeline (it records every step)")

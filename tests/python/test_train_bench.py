@@ -118,8 +118,35 @@ def main():
         except (OSError, ValueError, KeyError) as e:
             tap(False, "Perfetto timeline of a tencache step", str(e))
 
-        # a bad method name is refused before anything runs
-        for bad in ("tencache@0", "ideal@2", "tencache@", "tencache@x", "nosuch"):
+        # --rounds 2: the offload methods run again as method#2, with their
+        # own ratios against that round's baselines
+        out3 = os.path.join(td, "rounds")
+        rc, text = bench(out3, "--methods", "ideal,tencache,naive", "--gpu-budget", "4MiB",
+                         "--rounds", "2", "--no-timeline")
+        try:
+            with open(os.path.join(out3, "result.json")) as f:
+                res3 = json.load(f)
+            R3, ra3 = res3["results"], res3["ratios"]
+        except (OSError, ValueError, KeyError) as e:
+            R3, ra3 = {}, {"error": str(e)}
+        tap(rc == 0 and set(R3) == {"ideal", "tencache", "naive", "tencache#2", "naive#2"} and
+            all(r.get("ok") for r in R3.values()) and
+            os.path.exists(os.path.join(out3, "result-tencache-round2.json")),
+            "--rounds 2 runs the offload methods twice, ideal once",
+            f"exit {rc}: " + ", ".join(f"{m}: {r.get('ok')}" for m, r in R3.items()))
+        w = [R3.get(m, {}).get("tokens_per_s") for m in ("tencache#2", "ideal", "naive#2")]
+        tap(all(w) and rel(ra3.get("tencache#2/ideal", 0), w[0] / w[1]) < 1e-9 and
+            rel(ra3.get("tencache#2/naive", 0), w[0] / w[2]) < 1e-9 and
+            R3["tencache#2"]["losses"] == R3["tencache"]["losses"],
+            "round 2's ratios against its own baselines; the same losses as round 1", str(ra3))
+
+        # a bad method name or round count is refused before anything runs
+        rc, text = bench(os.path.join(td, "bad"), "--rounds", "0")
+        tap(rc != 0 and "--rounds 0" in text and
+            not os.path.exists(os.path.join(td, "bad", "result.json")),
+            "--rounds 0 is refused", f"exit {rc}: {text.strip()[-200:]}")
+        for bad in ("tencache@0", "ideal@2", "tencache@", "tencache@x", "nosuch", "tencache#1",
+                    "tencache#x"):
             rc, text = bench(os.path.join(td, "bad"), "--methods", bad)
             tap(rc != 0 and "unknown method" in text and
                 not os.path.exists(os.path.join(td, "bad", "result.json")),
