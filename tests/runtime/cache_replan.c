@@ -14,50 +14,23 @@
 
 #include "tencache.h"
 #include "exec/exec.h"	/* tc_exec_test_fail */
+#include "step_gen.h"
 #include "test.h"
 
 #define NT	24
 #define NOPS	40
 #define KiB	1024ULL
 
-struct acc { int id; unsigned flags; };
-struct op { int n, host; struct acc a[3]; };
-
 static uint64_t bytes[NT];
 static uint32_t version[NT];
-static struct op ops[NOPS];
-
-/* a random cyclic step: 1-3 distinct tensors per op, some ops on the host */
-static void gen(unsigned seed)
-{
-	srand(seed);
-	for (int i = 0; i < NT; i++)
-		bytes[i] = (1 + rand() % 32) * 4 * KiB;
-	for (int o = 0; o < NOPS; o++) {
-		ops[o].n = 1 + rand() % 3;
-		ops[o].host = rand() % 100 < 15;
-		for (int k = 0; k < ops[o].n; k++) {
-			int dup;
-
-			do {
-				ops[o].a[k].id = rand() % NT;
-				dup = 0;
-				for (int j = 0; j < k; j++)
-					dup |= ops[o].a[j].id == ops[o].a[k].id;
-			} while (dup);
-			ops[o].a[k].flags = rand() % 100 < 60 ? TENCACHE_ACQ_READ :
-					    rand() % 2 ? TENCACHE_ACQ_WRITE :
-					    TENCACHE_ACQ_READ | TENCACHE_ACQ_WRITE;
-		}
-	}
-}
+static struct t_op ops[NOPS];
 
 static int step(struct tencache_cache *c)
 {
 	int ret = tencache_step_begin(c);
 
 	for (int oi = 0; oi < NOPS && !ret; oi++) {
-		const struct op *op = &ops[oi];
+		const struct t_op *op = &ops[oi];
 		void *p[3];
 
 		for (int k = 0; k < op->n && !ret; k++)
@@ -169,7 +142,7 @@ int main(void)
 		return 1;
 	}
 	snprintf(swap, sizeof(swap), "%s/swap", dir);
-	gen(7);
+	t_gen_step(7, NT, bytes, 32, NOPS, ops);
 	/* the hook's bad inputs: no cache; no GPU arena yet (made at freeze) */
 	T_EQ(tc_exec_test_fail(NULL, 1, 1), -EINVAL);
 	{

@@ -1,0 +1,45 @@
+/* step_gen.h - a random cyclic training step for the cache's end-to-end
+ * tests (tests/runtime/cache_host.c, cache_replan.c): tensors of random
+ * sizes, and ops of 1-3 distinct tensors each, some of them host ops. */
+#ifndef TENCACHE_TEST_STEP_GEN_H
+#define TENCACHE_TEST_STEP_GEN_H
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "tencache.h"
+
+struct t_acc { int id; unsigned flags; };
+struct t_op { int n, host; struct t_acc a[3]; };
+
+/*
+ * nt tensors of 1..max_pages 4 KiB pages into bytes[]; nops ops into ops[]:
+ * 15% host ops; each access reads (70%), reads and writes (20%) or only
+ * writes (10%). The same seed gives the same step.
+ */
+static inline void t_gen_step(unsigned seed, int nt, uint64_t *bytes, unsigned max_pages,
+			      int nops, struct t_op *ops)
+{
+	srand(seed);
+	for (int i = 0; i < nt; i++)
+		bytes[i] = (1 + rand() % max_pages) * 4096ULL;
+	for (int o = 0; o < nops; o++) {
+		ops[o].n = 1 + rand() % 3;
+		ops[o].host = rand() % 100 < 15;
+		for (int k = 0; k < ops[o].n; k++) {
+			int r = rand() % 100, dup;
+
+			do {	/* distinct tensors within an op */
+				ops[o].a[k].id = rand() % nt;
+				dup = 0;
+				for (int j = 0; j < k; j++)
+					dup |= ops[o].a[j].id == ops[o].a[k].id;
+			} while (dup);
+			ops[o].a[k].flags = r < 70 ? TENCACHE_ACQ_READ :
+					    r < 90 ? TENCACHE_ACQ_READ | TENCACHE_ACQ_WRITE :
+						     TENCACHE_ACQ_WRITE;
+		}
+	}
+}
+
+#endif
