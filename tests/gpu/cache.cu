@@ -13,17 +13,16 @@
 #include <unistd.h>
 
 #include "gpu.h"
+#include "step_gen.h"
 
 #define NT	40
 #define NOPS	60
 #define KiB	1024ULL
 
-struct acc { int id; unsigned flags; };
-struct op { int n, host; struct acc a[3]; };
 
 static uint64_t bytes[NT];
 static uint32_t version[NT];
-static struct op ops[NOPS];
+static struct t_op ops[NOPS];
 
 static void fill(uint32_t *p, uint64_t len, uint32_t v)
 {
@@ -46,26 +45,7 @@ static uint32_t val(int id)
 
 static void gen(unsigned seed)
 {
-	srand(seed);
-	for (int i = 0; i < NT; i++)
-		bytes[i] = (1 + rand() % 64) * 4 * KiB;
-	for (int o = 0; o < NOPS; o++) {
-		ops[o].n = 1 + rand() % 3;
-		ops[o].host = rand() % 100 < 15;
-		for (int k = 0; k < ops[o].n; k++) {
-			int r = rand() % 100, dup;
-
-			do {	/* distinct tensors within an op */
-				ops[o].a[k].id = rand() % NT;
-				dup = 0;
-				for (int j = 0; j < k; j++)
-					dup |= ops[o].a[j].id == ops[o].a[k].id;
-			} while (dup);
-			ops[o].a[k].flags = r < 70 ? TENCACHE_ACQ_READ :
-					    r < 90 ? TENCACHE_ACQ_READ | TENCACHE_ACQ_WRITE :
-						     TENCACHE_ACQ_WRITE;
-		}
-	}
+	t_gen_step(seed, NT, bytes, 64, NOPS, ops);
 }
 
 static cudaStream_t st;
@@ -79,7 +59,7 @@ static int step(struct tencache_cache *c, int swap)
 	if (ret)
 		return ret;
 	for (int oi = 0; oi < NOPS; oi++) {
-		const struct op *op = &ops[oi == swap ? oi + 1 : oi == swap + 1 && swap >= 0 ? swap : oi];
+		const struct t_op *op = &ops[oi == swap ? oi + 1 : oi == swap + 1 && swap >= 0 ? swap : oi];
 		void *p[3];
 
 		for (int k = 0; k < op->n; k++) {

@@ -1,6 +1,7 @@
 /* step_gen.h - a random cyclic training step for the cache's end-to-end
- * tests (tests/runtime/cache_host.c, cache_replan.c): tensors of random
- * sizes, and ops of 1-3 distinct tensors each, some of them host ops. */
+ * tests (tests/runtime/cache_host.c, cache_replan.c, tests/gpu/cache.cu):
+ * tensors of random sizes, and ops of 1-3 distinct tensors each, some of
+ * them host ops. */
 #ifndef TENCACHE_TEST_STEP_GEN_H
 #define TENCACHE_TEST_STEP_GEN_H
 
