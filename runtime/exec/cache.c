@@ -1125,6 +1125,11 @@ int tencache_step_begin(struct tencache_cache *c)
 		if (ret)
 			return ret;
 	}
+	if (!c->planned && c->garena_shaped) {
+		ret = tc_exec_plain_gpu(c);
+		if (ret)
+			return ret;
+	}
 	c->reload = 0;
 	c->in_step = 1;
 	c->pos = 0;

@@ -137,6 +137,7 @@ struct tencache_cache {
 	int cstream_used;
 	void *step_ev;
 	struct tencache_arena *garena;
+	int garena_shaped;		/* laid out for a plan (load_start) */
 	struct tencache_pool *pool;
 	char *pbase;
 	struct tencache_arena *parena;
@@ -273,6 +274,7 @@ int tc_exec_freeze(struct tencache_cache *c);
 int tc_exec_learn(struct tencache_cache *c);
 int tc_exec_enter_plan(struct tencache_cache *c);
 int tc_exec_load_start(struct tencache_cache *c);
+int tc_exec_plain_gpu(struct tencache_cache *c);
 int tc_exec_leave_plan(struct tencache_cache *c, const char *why);
 int tc_exec_replan(struct tencache_cache *c, const char *why, int gpu);
 int tc_exec_step_sync(struct tencache_cache *c);

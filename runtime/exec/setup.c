@@ -773,8 +773,8 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 	return ret;
 }
 
-/* Put every value in its home, then load the plan's start state. */
-int tc_exec_load_start(struct tencache_cache *c)
+/* Put every value in its home: the GPU arena is empty after. */
+static int values_home(struct tencache_cache *c)
 {
 	int ret = tc_exec_quiesce(c);
 
@@ -816,6 +816,38 @@ int tc_exec_load_start(struct tencache_cache *c)
 		}
 		t->valid &= ~TC_V_GPU;
 	}
+	return ret;
+}
+
+/*
+ * Unplanned steps (profiling, or on demand after a plan ended) allocate in
+ * acquire order; an arena shaped for a plan (its size-class slabs, big
+ * sizes at the high end) scatters an op's tensors there, and a large op
+ * may then find no hole though the budget holds it. Once, at such a step's
+ * start: every value home, and a plain arena.
+ */
+int tc_exec_plain_gpu(struct tencache_cache *c)
+{
+	struct tencache_arena *a;
+	int ret;
+
+	tc_exec_wait_detached(c);	/* a host op may still use a pinned copy */
+	ret = values_home(c);
+
+	ret = ret ?: tencache_arena_create(&a, c->p.gpu_budget, 256, NULL, 0);
+	if (ret)
+		return ret;
+	tencache_arena_destroy(c->garena);
+	c->garena = a;
+	c->garena_shaped = 0;
+	return 0;
+}
+
+/* Put every value in its home, then load the plan's start state. */
+int tc_exec_load_start(struct tencache_cache *c)
+{
+	int ret = values_home(c);
+
 	if (!ret) {	/* empty now: lay it out for the plan's size classes */
 		struct tencache_arena *a;
 
@@ -824,6 +856,7 @@ int tc_exec_load_start(struct tencache_cache *c)
 			tencache_arena_set_high(a, c->p.gpu_budget / 16);
 			tencache_arena_destroy(c->garena);
 			c->garena = a;
+			c->garena_shaped = 1;
 		}
 	}
 	for (uint32_t i = 0; i < c->nr && !ret; i++)

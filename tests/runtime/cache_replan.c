@@ -3,8 +3,9 @@
  * step runs on demand, the next step plans again with more room and no
  * re-profile (stats: replans, not reprofiles), for the GPU arena and for the
  * pinned pool with NVMe on; once the room would pass half the budget the
- * cache profiles again instead. Every value read is checked against what was
- * last written, and the bad inputs of the hook are refused. */
+ * cache profiles again instead, and that unplanned step gets a plain GPU
+ * arena, not the plan's layout. Every value read is checked against what
+ * was last written, and the bad inputs of the hook are refused. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -106,16 +107,21 @@ static void run(struct tencache *tc, int gpu, int nvme, unsigned fails, const ch
 	T_CHECK(c != NULL, "cache setup (gpu %d nvme %d)", gpu, nvme);
 	if (!c)
 		return;
-	/* step 0 profiles, step 1 is planned */
+	/* step 0 profiles, step 1 is planned (its GPU arena laid out for it) */
 	for (; s < 2; s++)
 		T_EQ(step(c), 0);
+	T_EQ(c->garena_shaped, 1);
 	for (unsigned f = 0; f < fails; f++, s++) {
 		T_EQ(tc_exec_test_fail(c, gpu, 2), 0);
 		T_EQ(step(c), 0);
 	}
-	/* after a re-profile: one step profiles, then plans again */
-	for (unsigned k = 0; k < 2u + reprofiles; k++, s++)
+	/* after a re-profile: one step profiles, in a plain arena (setup.c
+	 * tc_exec_plain_gpu), then the next plans again */
+	for (unsigned k = 0; k < 2u + reprofiles; k++, s++) {
 		T_EQ(step(c), 0);
+		if (reprofiles && k == 0)
+			T_EQ(c->garena_shaped, 0);
+	}
 	T_EQ(tencache_cache_stats(c, &st), 0);
 	T_EQ(st.replans, replans);
 	T_EQ(st.reprofiles, reprofiles);
