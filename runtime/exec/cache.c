@@ -1288,7 +1288,6 @@ static int acquire(struct tencache_cache *c, int id, unsigned flags, void *strea
 			c->pinned_enomem = 0;
 			ret = issue_op(c, k);
 			if (ret == -ENOMEM && c->pinned_enomem) {
-				c->pfrag_slack += c->p.pinned_budget / 16;
 				ret = tc_exec_replan(c, "pinned memory fragmented", 0);
 				if (ret)
 					return ret;
@@ -1296,7 +1295,6 @@ static int acquire(struct tencache_cache *c, int id, unsigned flags, void *strea
 			}
 			if (ret == -ENOMEM && c->garena) {
 				/* fragmented beyond what was checked: re-plan with room */
-				c->frag_slack += c->p.gpu_budget / 16;
 				ret = tc_exec_replan(c, "GPU memory fragmented", 1);
 				if (ret)
 					return ret;

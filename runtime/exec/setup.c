@@ -773,6 +773,24 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 	return ret;
 }
 
+/* A new, empty GPU arena in place of the (empty) old one: plain, or laid
+ * out for a plan's size classes with big sizes at the high end. */
+static int gpu_arena_new(struct tencache_cache *c, const struct tencache_size_count *hist,
+			 unsigned nr)
+{
+	struct tencache_arena *a;
+	int ret = tencache_arena_create(&a, c->p.gpu_budget, 256, hist, nr);
+
+	if (ret)
+		return ret;
+	if (hist)
+		tencache_arena_set_high(a, c->p.gpu_budget / 16);
+	tencache_arena_destroy(c->garena);
+	c->garena = a;
+	c->garena_shaped = !!hist;
+	return 0;
+}
+
 /* Put every value in its home: the GPU arena is empty after. */
 static int values_home(struct tencache_cache *c)
 {
@@ -828,37 +846,16 @@ static int values_home(struct tencache_cache *c)
  */
 int tc_exec_plain_gpu(struct tencache_cache *c)
 {
-	struct tencache_arena *a;
-	int ret;
-
 	tc_exec_wait_detached(c);	/* a host op may still use a pinned copy */
-	ret = values_home(c);
-
-	ret = ret ?: tencache_arena_create(&a, c->p.gpu_budget, 256, NULL, 0);
-	if (ret)
-		return ret;
-	tencache_arena_destroy(c->garena);
-	c->garena = a;
-	c->garena_shaped = 0;
-	return 0;
+	return values_home(c) ?: gpu_arena_new(c, NULL, 0);
 }
 
 /* Put every value in its home, then load the plan's start state. */
 int tc_exec_load_start(struct tencache_cache *c)
 {
-	int ret = values_home(c);
+	/* empty now: lay it out for the plan's size classes */
+	int ret = values_home(c) ?: gpu_arena_new(c, c->ghist, c->nr_ghist);
 
-	if (!ret) {	/* empty now: lay it out for the plan's size classes */
-		struct tencache_arena *a;
-
-		ret = tencache_arena_create(&a, c->p.gpu_budget, 256, c->ghist, c->nr_ghist);
-		if (!ret) {
-			tencache_arena_set_high(a, c->p.gpu_budget / 16);
-			tencache_arena_destroy(c->garena);
-			c->garena = a;
-			c->garena_shaped = 1;
-		}
-	}
 	for (uint32_t i = 0; i < c->nr && !ret; i++)
 		if (c->t[i].pinned_home || (c->plan.start_pinned[i] & 1))
 			ret = tc_exec_od_to_pinned(c, i);
@@ -915,19 +912,21 @@ int tc_exec_leave_plan(struct tencache_cache *c, const char *why)
 }
 
 /*
- * The learnt order still holds but the plan met a fragmented arena (the
- * caller has just raised that arena's slack): the rest of this step runs on
- * demand and the next step plans again, without profiling the order again.
- * Once the slack is at its cap (half the budget) it profiles again instead.
+ * The learnt order still holds but the plan met a fragmented arena (gpu: the
+ * GPU's, else the pinned pool): the rest of this step runs on demand and the
+ * next step plans again with 1/16 of that budget more room (slack), without
+ * profiling the order again. Once the room would pass half the budget it
+ * profiles again instead.
  */
 int tc_exec_replan(struct tencache_cache *c, const char *why, int gpu)
 {
-	uint64_t slack = gpu ? c->frag_slack : c->pfrag_slack;
+	uint64_t *slack = gpu ? &c->frag_slack : &c->pfrag_slack;
 	uint64_t budget = gpu ? c->p.gpu_budget : c->p.pinned_budget;
 	char b[32];
 	int ret;
 
-	if (slack > budget / 2)
+	*slack += budget / 16;
+	if (*slack > budget / 2)
 		return tc_exec_leave_plan(c, why);
 	ret = plan_stop(c);
 	c->want_plan = 1;
