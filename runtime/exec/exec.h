@@ -159,6 +159,7 @@ struct tencache_cache {
 	struct tc_trace trace;		/* the learnt step */
 	struct tc_plan plan;
 	int have_plan;
+	int ours_no_layout;		/* for this trace: the ZeRO-like plan ran */
 	uint32_t profiled;
 	struct tc_xev *opev, *accev;
 	uint32_t nacc_ev;

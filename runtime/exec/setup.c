@@ -132,6 +132,7 @@ static void table_load(struct tencache_cache *c)
 	case 0:
 		tc_trace_free(&c->trace);
 		c->trace = tr;
+		c->ours_no_layout = 0;
 		c->want_plan = 1;
 		c->profiled = c->p.warmup_steps;
 		c->st.table_loads++;
@@ -301,6 +302,7 @@ int tc_exec_learn(struct tencache_cache *c)
 	tmp = c->trace;		/* the learnt step is the recorded one */
 	c->trace = c->rec;
 	c->rec = tmp;
+	c->ours_no_layout = 0;
 	c->want_plan = 1;
 	if (c->p.table_path) {	/* a failed save costs only the next run's warm-up */
 		uint64_t sig = tc_table_signature(&c->trace);
@@ -628,6 +630,12 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 	for (int l = 0; l < 4; l++)
 		cfg.bw[l] = c->bw[l];
 	cfg.policy = (enum tc_policy)c->p.policy;
+	/* ours found no layout for this trace before, and a re-plan only has
+	 * less room: straight to the fallback */
+	if (cfg.policy == TC_POLICY_OURS && c->ours_no_layout) {
+		cfg.policy = TC_POLICY_ZERO;
+		c->st.plan_fallbacks++;
+	}
 	free_plan_events(c);
 	if (c->have_plan)
 		tc_plan_free(&c->plan);
@@ -683,13 +691,13 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 			 */
 			if (cfg.policy == TC_POLICY_OURS) {
 				tc_fmt_bytes(b1, sizeof(b1), c->p.gpu_budget);
-				tc_log(c->tc, c->st.plan_fallbacks ? TENCACHE_LOG_INFO : TENCACHE_LOG_WARN,
-				       "cache: no layout of the planned GPU allocations fits the GPU budget (%s); using the ZeRO-like streaming plan instead (a larger gpu_budget may let ours plan)",
+				tc_warn(c->tc, "cache: no layout of the planned GPU allocations fits the GPU budget (%s); using the ZeRO-like streaming plan instead (a larger gpu_budget may let ours plan)",
 					b1);
 				cfg.policy = TC_POLICY_ZERO;
 				cfg.gpu_bytes = gpu_bytes0;
 				tries = -1;
 				c->st.plan_fallbacks++;
+				c->ours_no_layout = 1;
 				continue;
 			}
 			ret = -ENOSPC;
