@@ -6,11 +6,8 @@
 # goal line; with --call-ns also the device time per decision. Not timed: the figures
 # are the benchmark's to show, not a test's. Exit 0 pass, 1 fail.
 set -uo pipefail
-TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-BENCH=${BENCH:-$TOP/build/tools/tencache-bench}
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
-[ -x "$BENCH" ] || { echo "no $BENCH: run make lib tools first"; exit 1; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" decide-smoke
+out=$T/out
 for bad in x 100001; do	# --gap-us: a number of us up to 100000
 	"$BENCH" decide --gap-us $bad > "$out" 2>&1
 	rc=$?
@@ -20,7 +17,6 @@ done
 "$BENCH" decide --steps 2 -o "$out.res" > "$out" 2>&1
 rc=$?
 cat "$out"
-rm -f "$out.res"
 [ "$rc" = 0 ] || { echo "FAIL: decide exited $rc"; exit 1; }
 for v in ours issuer resident on-demand naive; do
 	grep -qE "^$v +([0-9]+ +){4}\|" "$out" || { echo "FAIL: no figures for $v"; exit 1; }

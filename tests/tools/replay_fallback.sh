@@ -8,14 +8,9 @@
 # (reprofiles 0). The measured steps must all run from a plan. Exit 0 pass,
 # 1 fail.
 set -uo pipefail
-TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-BENCH=${BENCH:-$TOP/build/tools/tencache-bench}
-T=$(mktemp -d /var/tmp/tencache-replay-fallback.XXXXXX)	# O_DIRECT: not tmpfs
-trap 'rm -rf "$T"' EXIT
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" replay-fallback /var/tmp	# O_DIRECT: not tmpfs
 STEPS=2
 
-[ -x "$BENCH" ] || { echo "no $BENCH: run make lib tools first"; exit 1; }
-command -v python3 > /dev/null || { echo "python3 is needed to check the JSON"; exit 1; }
 "$BENCH" replay --host --model opt-13b --layers 8 --hidden 1280 --vocab 12568 \
 	--gpu-budget 30% --nvme "$T/swap" --pinned-budget 50% --policies ours \
 	--warmup 4 --steps $STEPS -o "$T/replay.json" > "$T/out.txt" 2>&1

@@ -6,13 +6,8 @@
 # shorter than with the Adam after backward (a deterministic simulation, not
 # a timing). --model-only with --timeline is refused. Exit 0 pass, 1 fail.
 set -uo pipefail
-TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-BENCH=${BENCH:-$TOP/build/tools/tencache-bench}
-T=$(mktemp -d /tmp/tencache-replay-model.XXXXXX)
-trap 'rm -rf "$T"' EXIT
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" replay-model
 
-[ -x "$BENCH" ] || { echo "no $BENCH: run make lib tools first"; exit 1; }
-command -v python3 > /dev/null || { echo "python3 is needed to check the JSON"; exit 1; }
 for v in serial overlap; do
 	args="--model opt-6.7b --batch 2 --adam-rate 5e9 --gpu-budget 25% --model-only"
 	[ $v = overlap ] && args="$args --overlap"

@@ -7,14 +7,9 @@
 # the timeline shows the detached host ops. A bad --overlap-layers and
 # --overlap with --gpu-adam are refused. Exit 0 pass, 1 fail.
 set -uo pipefail
-TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-BENCH=${BENCH:-$TOP/build/tools/tencache-bench}
-T=$(mktemp -d /tmp/tencache-replay-overlap.XXXXXX)
-trap 'rm -rf "$T"' EXIT
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" replay-overlap
 STEPS=2
 
-[ -x "$BENCH" ] || { echo "no $BENCH: run make lib tools first"; exit 1; }
-command -v python3 > /dev/null || { echo "python3 is needed to check the JSON"; exit 1; }
 # replay_smoke.sh's model and budget; a slow Adam (2e8 params/s: 26 ms a
 # step) so that the host ops matter beside the 10 TFLOP/s compute
 set -x

@@ -9,15 +9,10 @@
 # checks the issue's goal instead: ours' GPU hit rate equals the Belady optimum
 # for the budget. Exit 0 pass, 1 fail.
 set -uo pipefail
-TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-BENCH=${BENCH:-$TOP/build/tools/tencache-bench}
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" replay-smoke
 GOAL=${GOAL:-}
-T=$(mktemp -d /tmp/tencache-replay-smoke.XXXXXX)
-trap 'rm -rf "$T"' EXIT
 STEPS=2
 
-[ -x "$BENCH" ] || { echo "no $BENCH: run make lib tools first"; exit 1; }
-command -v python3 > /dev/null || { echo "python3 is needed to check the JSON"; exit 1; }
 # 4 layers of OPT-1.3B's shape at hidden 512, vocab 2048, 1 x 1024 tokens:
 # 345 tensors, 229 MiB; the budget (75% of the fp16 params) is 1.6x the
 # largest op. 10 TFLOP/s gives host mode's memcpy links time to keep up.
