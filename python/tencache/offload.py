@@ -166,7 +166,9 @@ class Runtime:
             # the memory-bound AdamW loses little, and the training thread, the
             # overlap worker, the issuer and the driver keep CPUs. On the H200
             # host (16 CPUs) 11 threads were the fastest or within 1% of it on
-            # two machines; 14 were 27% slower on one (results/h200-train.md)
+            # two machines and 14 were 27% slower on one; on a fourth, whose
+            # host memory drifted by 27% within minutes, 14 were faster
+            # (results/h200-train.md, sessions 6 and 7)
             threads = len(os.sched_getaffinity(0)) // (self.group.local_world if self.group else 1)
             threads = max(1, round(threads * 0.7)) if overlap else max(1, threads)
         self.nvme_path = str(nvme_path) if nvme_path else None
