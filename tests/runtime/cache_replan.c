@@ -5,7 +5,8 @@
  * pinned pool with NVMe on; once the room would pass half the budget the
  * cache profiles again instead, and that unplanned step gets a plain GPU
  * arena, not the plan's layout. Every value read is checked against what
- * was last written, and the bad inputs of the hook are refused. */
+ * was last written, and the bad inputs of the test hooks (this one and
+ * tc_exec_test_count) are refused. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -14,7 +15,8 @@
 #include <unistd.h>
 
 #include "tencache.h"
-#include "exec/exec.h"	/* tc_exec_test_fail */
+#include "exec/dev.h"	/* TC_DC_NR */
+#include "exec/exec.h"	/* tc_exec_test_fail, tc_exec_test_count */
 #include "step_gen.h"
 #include "test.h"
 
@@ -149,15 +151,25 @@ int main(void)
 	}
 	snprintf(swap, sizeof(swap), "%s/swap", dir);
 	t_gen_step(7, NT, bytes, 32, NOPS, ops);
-	/* the hook's bad inputs: no cache; no GPU arena yet (made at freeze) */
+	/* the test hooks' bad inputs: no cache; no GPU arena or device yet
+	 * (made at freeze); no counters; counted twice */
 	T_EQ(tc_exec_test_fail(NULL, 1, 1), -EINVAL);
+	T_EQ(tc_exec_test_count(NULL, NULL, NULL), -EINVAL);
 	{
 		struct tencache_cache_params p = { .flags = TENCACHE_CACHE_HOST_MODE,
 						   .gpu_budget = 1 << 20 };
+		uint64_t calls[TC_DC_NR] = { 0 };
+		void *h;
 
 		T_EQ(tencache_cache_create(tc, &c, &p), 0);
 		T_EQ(tc_exec_test_fail(c, 1, 1), -EINVAL);
-		tencache_cache_destroy(c);
+		T_EQ(tc_exec_test_count(c, calls, NULL), -EBUSY);
+		T_EQ(tencache_tensor_register(c, 4096, TENCACHE_ROLE_PARAM_FP16), 0);
+		T_EQ(tencache_tensor_host(c, 0, &h), 0);	/* freezes */
+		T_EQ(tc_exec_test_count(c, NULL, NULL), -EINVAL);
+		T_EQ(tc_exec_test_count(c, calls, NULL), 0);
+		T_EQ(tc_exec_test_count(c, calls, NULL), -EBUSY);
+		tencache_cache_destroy(c);	/* unwraps the counted device */
 	}
 	run(tc, 1, 0, 1, swap);		/* GPU arena: one re-plan */
 	if (t_odirect_ok(dir))		/* pinned pool with NVMe: two */
