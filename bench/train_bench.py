@@ -312,7 +312,8 @@ class Tencache:
                "backward": "overlapped with backward, all done at step() (overlap='backward')",
                False: "after backward (overlap=False)"}[overlap]
         self.desc += (f" (policy {cfg['policy']}, gpu_budget {fmt_b(self.budget)}, AdamW {how}, "
-                      f"{self.rt.threads or 'default'} AdamW threads)")
+                      f"{self.rt.threads or 'default'} AdamW threads, "
+                      f"{getattr(self.rt, 'adam_kernel', '?')} kernel)")
         self.stats = [self.rt.stats()]
 
     def forward(self, x):

@@ -351,7 +351,8 @@ TENCACHE_API struct tencache_arena *tencache_gpu_arena_arena(struct tencache_gpu
 /* ---------------------------------------------------------------------------
  * CPU optimizer: AdamW (decoupled weight decay, no amsgrad, no maximize) over
  * fp32 master weights and moments in host memory, with a persistent thread
- * pool and an AVX2/FMA kernel (scalar fallback; both give the same bits).
+ * pool and AVX-512 or AVX2/FMA kernels (scalar fallback; all give the same
+ * bits).
  *
  * One update does what torch.optim.AdamW's for-loop (_single_tensor_adam,
  * the CPU default) does, in its order and its float32 roundings, with the
@@ -379,7 +380,8 @@ enum tencache_dtype {
 };
 
 /* tencache_adam_params.flags */
-#define TENCACHE_ADAM_F_SCALAR	(1u << 0)	/* never use the SIMD kernel */
+#define TENCACHE_ADAM_F_SCALAR	(1u << 0)	/* never use a SIMD kernel */
+#define TENCACHE_ADAM_F_NO_AVX512 (1u << 1)	/* AVX2 where AVX-512 is there too */
 
 struct tencache_adam_params {
 	uint32_t threads;		/* 0: CPUs of the affinity mask, at most 32 */
@@ -410,6 +412,8 @@ TENCACHE_API int tencache_adam_create(struct tencache_adam **ap,
 TENCACHE_API void tencache_adam_destroy(struct tencache_adam *a);
 /* Threads that run a step (the caller's included). */
 TENCACHE_API int tencache_adam_threads(struct tencache_adam *a);
+/* The kernel steps run: "avx512", "avx2" or "scalar"; NULL for NULL. */
+TENCACHE_API const char *tencache_adam_kernel(struct tencache_adam *a);
 /*
  * One AdamW update of one tensor, spread over the threads; returns when it is
  * done. Calls on one optimizer are serialized. -EINVAL for a bad argument

@@ -94,6 +94,7 @@ _SIGS = {
     "tencache_adam_create": (ctypes.c_int, [ctypes.POINTER(c_ptr), ctypes.POINTER(AdamParams)]),
     "tencache_adam_destroy": (None, [c_ptr]),
     "tencache_adam_threads": (ctypes.c_int, [c_ptr]),
+    "tencache_adam_kernel": (ctypes.c_char_p, [c_ptr]),
     "tencache_adam_step": (ctypes.c_int, [c_ptr, ctypes.POINTER(AdamHparams),
                                           ctypes.POINTER(AdamTensor)]),
 }

@@ -364,6 +364,7 @@ class Runtime:
         check(lib.tencache_adam_create(ctypes.byref(adam), ctypes.byref(ap)),
               "tencache_adam_create")
         self.adam = adam
+        self.adam_kernel = lib.tencache_adam_kernel(adam).decode()    # "avx512", "avx2", "scalar"
 
     @staticmethod
     def _tensor_bytes(q):

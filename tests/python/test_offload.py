@@ -368,11 +368,18 @@ def defaults(model0):
         _, opt = tencache.offload(copy.deepcopy(model0), host_mode=True, **kw)
         rt = opt.tencache
         got[name] = (rt.overlap, rt.threads)
+        kernel = rt.adam_kernel
         rt.close()
     want = {"default": (True, max(1, round(cpus * 0.7))), "overlap=False": (False, 0),
             "threads=3": (True, 3)}
     tap(got == want, "defaults: overlap=True, AdamW threads 70% of the CPUs",
         f"{got} on {cpus} CPUs, want {want}")
+    # the best kernel the CPU has (every x86 CI host has AVX2 at least)
+    flags = open("/proc/cpuinfo").read()
+    best = ("avx512" if all(f in flags.split() for f in ("avx512f", "avx512bw", "avx512vl"))
+            else "avx2" if all(f in flags.split() for f in ("avx2", "fma", "f16c")) else "scalar")
+    tap(kernel == best, "defaults: the AdamW runs the best kernel the CPU has",
+        f"{kernel}, the CPU allows {best}")
 
 
 def errors():

@@ -31,6 +31,8 @@ static float frand(float lo, float hi)
 	return lo + (hi - lo) * (float)((rnd() >> 40) * 0x1p-24);
 }
 
+#define TC_T_ALIGN64(x) (((x) + 63) & ~(uint64_t)63)
+
 static uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
@@ -167,18 +169,23 @@ static void fill(float *x, uint64_t n, float lo, float hi, int specials)
 	}
 }
 
-/* One random case: n elements, given dtypes, several steps; bit-exact. */
+/*
+ * One random case: n elements, given dtypes, several steps; bit-exact. The
+ * copy starts oshift elements past a 64-byte boundary (the AVX-512 kernel
+ * streams it from the first vector-aligned element on).
+ */
 static int one_case(struct tencache_adam *a, uint64_t n, unsigned gt, unsigned pt, int out,
-		    int specials, const struct hp *h0, int nsteps)
+		    int specials, const struct hp *h0, int nsteps, unsigned oshift)
 {
 	float *p = malloc(n * 4), *m = malloc(n * 4), *v = malloc(n * 4);
 	float *rp = malloc(n * 4), *rm = malloc(n * 4), *rv = malloc(n * 4);
 	float *g = malloc(n * 4), *gr = malloc(n * 4);
-	void *gb = malloc(n * 4), *ob = malloc(n * 4);
+	void *gb = malloc(n * 4), *obuf = aligned_alloc(64, TC_T_ALIGN64(n * 4 + 64));
+	char *ob = (char *)obuf + oshift * (pt == TENCACHE_DTYPE_FP32 ? 4 : 2);
 	struct hp h = *h0;
 	int bad = 0;
 
-	if (!p || !m || !v || !rp || !rm || !rv || !g || !gr || !gb || !ob) {
+	if (!p || !m || !v || !rp || !rm || !rv || !g || !gr || !gb || !obuf) {
 		fprintf(stderr, "out of memory\n");
 		exit(T_EXIT_FAIL);
 	}
@@ -233,7 +240,7 @@ static int one_case(struct tencache_adam *a, uint64_t n, unsigned gt, unsigned p
 		h.step++;
 	}
 	free(p); free(m); free(v); free(rp); free(rm); free(rv);
-	free(g); free(gr); free(gb); free(ob);
+	free(g); free(gr); free(gb); free(obuf);
 	return bad;
 }
 
@@ -367,6 +374,8 @@ static void bad_input(void)
 	T_EQ(tencache_adam_create(NULL, NULL), -EINVAL);
 	ap.flags = 0x80;
 	T_EQ(tencache_adam_create(&a, &ap), -EINVAL);
+	ap.flags = 1u << 2;	/* the first unknown flag */
+	T_EQ(tencache_adam_create(&a, &ap), -EINVAL);
 	ap.flags = 0;
 	ap.threads = 100000;
 	T_EQ(tencache_adam_create(&a, &ap), -EINVAL);
@@ -377,6 +386,7 @@ static void bad_input(void)
 	T_EQ(tencache_adam_create(&a, &ap), 0);
 	T_EQ(tencache_adam_threads(a), 2);
 	T_EQ(tencache_adam_threads(NULL), -EINVAL);
+	T_CHECK(tencache_adam_kernel(NULL) == NULL, "kernel of NULL");
 	T_EQ(tencache_adam_step(a, &h, &t), 0);
 	T_EQ(tencache_adam_step(NULL, &h, &t), -EINVAL);
 	T_EQ(tencache_adam_step(a, NULL, &t), -EINVAL);
@@ -452,9 +462,10 @@ static void bench(uint64_t n)
 		p[i] = frand(-1, 1);
 		g[i] = ref_bf16(frand(-0.1f, 0.1f));
 	}
-	for (int mode = 0; mode < 3; mode++) {
-		struct tencache_adam_params ap = { .threads = mode == 2 ? 0 : 1,
-						   .flags = mode == 0 ? TENCACHE_ADAM_F_SCALAR : 0 };
+	for (int mode = 0; mode < 4; mode++) {
+		/* scalar, AVX2, the best kernel: 1 thread; the best: default threads */
+		static const uint32_t kf[] = { TENCACHE_ADAM_F_SCALAR, TENCACHE_ADAM_F_NO_AVX512, 0, 0 };
+		struct tencache_adam_params ap = { .threads = mode == 3 ? 0 : 1, .flags = kf[mode] };
 		struct tencache_adam *a;
 		double best = 1e30;
 
@@ -468,7 +479,7 @@ static void bench(uint64_t n)
 			best = fmin(best, now_s() - t0);
 		}
 		printf("bench: %s, %d thread(s), %llu params (bf16 grad, bf16 copy): %.0f Mparams/s, %.1f GB/s\n",
-		       mode == 0 ? "scalar" : "simd", tencache_adam_threads(a),
+		       tencache_adam_kernel(a), tencache_adam_threads(a),
 		       (unsigned long long)n, n / best / 1e6, n * 28.0 / best / 1e9);
 		tencache_adam_destroy(a);
 	}
@@ -480,6 +491,7 @@ int main(void)
 	const char *bn = getenv("ADAM_BENCH_N");
 	uint64_t sizes[] = { 1, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 100, 1000, 4097,
 			     32768 * 2 + 5, 32768 * 5 + 3, 200003 };
+	static const uint32_t kflags[] = { TENCACHE_ADAM_F_SCALAR, TENCACHE_ADAM_F_NO_AVX512, 0 };
 	struct hp hps[] = {
 		{ 1e-3, 0.9, 0.999, 1e-8, 0.01, 1 },	/* AdamW defaults */
 		{ 3e-4, 0.9, 0.95, 1e-6, 0.1, 7 },	/* LLM-ish */
@@ -489,23 +501,26 @@ int main(void)
 
 	against_double();
 	bad_input();
-	for (int mode = 0; mode < 4; mode++) {
-		/* scalar/SIMD x 1 thread / 3 threads (odd slices) / default */
-		struct tencache_adam_params ap = { .threads = mode == 3 ? 0 : mode % 2 ? 3 : 1,
-						   .flags = mode == 0 ? TENCACHE_ADAM_F_SCALAR : 0 };
+	for (int mode = 0; mode < 7; mode++) {
+		/* scalar / AVX2 / best kernel x 1 thread / 3 threads (odd slices),
+		 * then the best kernel with the default threads */
+		struct tencache_adam_params ap = { .threads = mode == 6 ? 0 : mode % 2 ? 3 : 1,
+						   .flags = kflags[mode < 6 ? mode / 2 : 2] };
 		struct tencache_adam *a;
 
 		T_EQ(tencache_adam_create(&a, &ap), 0);
 		if (t_failures)
 			return T_EXIT_FAIL;
+		printf("kernel %s, %d thread(s)\n", tencache_adam_kernel(a), tencache_adam_threads(a));
 		for (unsigned si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++)
 			for (unsigned gt = 0; gt < 3; gt++)
 				for (unsigned pt = 0; pt < 4; pt++) {
 					const struct hp *h = &hps[(si + gt + pt) % 4];
 
-					one_case(a, sizes[si], gt, pt % 3, pt < 3, si % 3 == 1, h, 3);
+					one_case(a, sizes[si], gt, pt % 3, pt < 3, si % 3 == 1, h, 3,
+						 (si * 5 + pt) % 17);
 				}
-		if (mode == 1)
+		if (mode == 3 || mode == 5)
 			conversions(a);
 		tencache_adam_destroy(a);
 	}
