@@ -799,15 +799,17 @@ def offload(model, gpu_budget="8GiB", nvme_path=None, host_mode=None, *, dtype=N
 
 
 def adamw_step(master, exp_avg, exp_avg_sq, grad, param=None, *, lr, betas=(0.9, 0.999),
-               eps=1e-8, weight_decay=1e-2, step, threads=0, _cache={}):
+               eps=1e-8, weight_decay=1e-2, step, threads=0, flags=0, _cache={}):
     """One C AdamW update of CPU tensors (contiguous; master/moments fp32,
-    grad and param fp32/fp16/bf16), in place; for tests and benchmarks."""
+    grad and param fp32/fp16/bf16), in place; for tests and benchmarks.
+    flags: TENCACHE_ADAM_F_* (the kernel)."""
     lib = L.lib()
-    if threads not in _cache:
+    if (threads, flags) not in _cache:
         a = ctypes.c_void_p()
-        check(lib.tencache_adam_create(ctypes.byref(a), ctypes.byref(L.AdamParams(threads=threads))),
+        check(lib.tencache_adam_create(ctypes.byref(a),
+                                       ctypes.byref(L.AdamParams(threads=threads, flags=flags))),
               "tencache_adam_create")
-        _cache[threads] = a
+        _cache[threads, flags] = a
     for t in (master, exp_avg, exp_avg_sq, grad) + ((param,) if param is not None else ()):
         if t.device.type != "cpu" or not t.is_contiguous() or t.numel() != master.numel():
             raise TencacheError("adamw_step takes contiguous CPU tensors of one size")
@@ -822,5 +824,5 @@ def adamw_step(master, exp_avg, exp_avg_sq, grad, param=None, *, lr, betas=(0.9,
                      grad_dtype=_DTYPE[grad.dtype],
                      param_dtype=_DTYPE[param.dtype] if param is not None else 0,
                      numel=master.numel())
-    check(lib.tencache_adam_step(_cache[threads], ctypes.byref(hp), ctypes.byref(t)),
+    check(lib.tencache_adam_step(_cache[threads, flags], ctypes.byref(hp), ctypes.byref(t)),
           "tencache_adam_step")
