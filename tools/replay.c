@@ -1358,6 +1358,15 @@ int bench_replay(int argc, char **argv)
 		ret = 2;
 		goto out;
 	}
+	/* a host op (CPU Adam) holds all its tensors in pinned memory */
+	if (o.nvme && cp.pinned_budget < tc_trace_max_host_op_bytes(&tr)) {
+		fmt_bytes(b1, sizeof(b1), cp.pinned_budget);
+		fmt_bytes(b2, sizeof(b2), tc_trace_max_host_op_bytes(&tr));
+		fprintf(stderr, "replay: pinned budget %s is below the largest CPU optimizer op "
+			"(%s held in pinned memory at once); raise --pinned-budget\n", b1, b2);
+		ret = 2;
+		goto out;
+	}
 
 	/* library, mode (--model-only: neither) */
 	if (o.model_only) {

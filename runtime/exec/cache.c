@@ -170,6 +170,22 @@ static void gfreed_poll(struct tencache_cache *c)
 
 static int od_make_room_pinned(struct tencache_cache *c, uint64_t bytes);
 
+/* On demand, nothing left to push out: what holds the pinned budget. */
+static void pinned_full_err(struct tencache_cache *c, uint64_t bytes)
+{
+	char b1[32], b2[32], b3[32];
+	uint64_t held = 0;
+
+	for (uint32_t i = 0; i < c->nr; i++)
+		if (c->t[i].poff >= 0 && c->t[i].held)
+			held += c->t[i].bytes;
+	tc_fmt_bytes(b1, sizeof(b1), bytes);
+	tc_fmt_bytes(b2, sizeof(b2), held);
+	tc_fmt_bytes(b3, sizeof(b3), c->p.pinned_budget);
+	tc_err(c->tc, "cache: no pinned space for %s: tensors held now take %s of the %s pinned budget (a CPU optimizer op holds all its tensors there at once); raise pinned_budget",
+	       b1, b2, b3);
+}
+
 static int palloc(struct tencache_cache *c, struct tc_tstate *t)
 {
 	void *ptr;
@@ -197,8 +213,7 @@ static int palloc(struct tencache_cache *c, struct tc_tstate *t)
 			tc_dbg(c->tc, "cache: no pinned space for %llu bytes",
 			       (unsigned long long)t->bytes);
 		else
-			tc_err(c->tc, "cache: no pinned space for %llu bytes",
-			       (unsigned long long)t->bytes);
+			pinned_full_err(c, t->bytes);
 		return ret;
 	}
 	t->poff = (char *)ptr - c->pbase;
@@ -882,7 +897,38 @@ int tc_exec_od_to_pinned(struct tencache_cache *c, uint32_t id)
 	return od_to_pinned(c, id);
 }
 
-/* On demand with an NVMe tier: push least recently used pinned tensors out. */
+/* Held by a detached op that is done: only the caller's release is left. */
+static int held_by_done_op(const struct tencache_cache *c, const struct tc_tstate *t)
+{
+	return t->det && (t->det <= c->det_base ||
+			  __atomic_load_n(&c->det[t->det - c->det_base - 1].done, __ATOMIC_ACQUIRE));
+}
+
+/*
+ * Wait until one more detached op is done (its tensors may then go out);
+ * -ENOENT when none is running. Only host work on other threads is waited
+ * for: it needs nothing from this thread.
+ */
+static int wait_one_detached(struct tencache_cache *c)
+{
+	uint32_t live;
+
+	pthread_mutex_lock(&c->dlock);
+	live = c->det_live;
+	while (live && c->det_live == live)
+		pthread_cond_wait(&c->dcond, &c->dlock);
+	pthread_mutex_unlock(&c->dlock);
+	return live ? 0 : -ENOENT;
+}
+
+/*
+ * On demand with an NVMe tier: push least recently used pinned tensors out.
+ * The tensors of a finished detached op count too, though the caller has
+ * not released them yet (a trainer settles such an op only when it next
+ * needs one of them); with none to push out, wait for a running one. Values
+ * a plan keeps pinned go last (after a plan ended mid-step): the next plan's
+ * start brings them back.
+ */
 static int od_make_room_pinned(struct tencache_cache *c, uint64_t bytes)
 {
 	uint32_t victim = UINT32_MAX;
@@ -891,14 +937,15 @@ static int od_make_room_pinned(struct tencache_cache *c, uint64_t bytes)
 
 	for (uint32_t i = 0; i < c->nr; i++) {
 		struct tc_tstate *t = &c->t[i];
+		uint64_t key = t->lru | (uint64_t)t->pinned_home << 63;
 
-		if (t->poff >= 0 && !t->held && !t->pinned_home && t->lru < best) {
-			best = t->lru;
+		if (t->poff >= 0 && (!t->held || held_by_done_op(c, t)) && key < best) {
+			best = key;
 			victim = i;
 		}
 	}
 	if (victim == UINT32_MAX)
-		return -ENOENT;
+		return wait_one_detached(c);
 	if (c->t[victim].valid == TC_V_PINNED) {
 		ret = tc_exec_stage_sync(c, victim, 1);
 		if (ret)

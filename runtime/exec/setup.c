@@ -740,11 +740,23 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 	c->nacc_ev = c->trace.nr_acc;
 	if (ret)
 		return ret;
+	/*
+	 * A value's home is NVMe when the plan stages or drops its pinned copy:
+	 * placed there, or placed on the GPU for good (its pinned copy may
+	 * still go out to NVMe and come back).
+	 */
+	for (uint32_t i = 0; i < c->nr; i++)
+		c->t[i].pinned_home = !c->swap || c->plan.placement[i] != TC_TIER_NVME;
+	for (uint32_t k = 0; k < c->plan.nr_ops && c->swap; k++) {
+		int kind = c->plan.ops[k].kind;
+
+		if (kind == TC_OP_STAGE_IN || kind == TC_OP_STAGE_OUT || kind == TC_OP_PDROP)
+			c->t[c->plan.ops[k].tensor].pinned_home = 0;
+	}
 	for (uint32_t i = 0; i < c->nr && !ret; i++) {
 		struct tc_tstate *t = &c->t[i];
 		uint64_t off;
 
-		t->pinned_home = !c->swap || c->plan.placement[i] != TC_TIER_NVME;
 		if (!t->pinned_home && t->noff < 0) {	/* swap space for good */
 			ret = tencache_swap_alloc(c->swap, t->bytes, &off);
 			if (ret)

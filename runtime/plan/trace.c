@@ -134,14 +134,15 @@ uint64_t tc_trace_compute_ns(const struct tc_trace *tr)
 	return sum;
 }
 
-uint64_t tc_trace_max_op_bytes(const struct tc_trace *tr)
+/* The most bytes one op holds on the GPU (host: in pinned memory) at once. */
+static uint64_t max_op_bytes(const struct tc_trace *tr, unsigned host)
 {
 	uint64_t cur = 0, max = 0;
 
 	for (uint32_t i = 0; tr && i < tr->nr_acc; i++) {
 		const struct tc_access *a = &tr->acc[i];
 
-		if (!(a->flags & TC_ACC_HOST))
+		if ((a->flags & TC_ACC_HOST) == host)
 			cur += tr->tensors[a->tensor].bytes;
 		if (a->flags & TC_ACC_END) {
 			if (cur > max)
@@ -150,4 +151,14 @@ uint64_t tc_trace_max_op_bytes(const struct tc_trace *tr)
 		}
 	}
 	return max;
+}
+
+uint64_t tc_trace_max_op_bytes(const struct tc_trace *tr)
+{
+	return max_op_bytes(tr, 0);
+}
+
+uint64_t tc_trace_max_host_op_bytes(const struct tc_trace *tr)
+{
+	return max_op_bytes(tr, TC_ACC_HOST);
 }
