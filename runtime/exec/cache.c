@@ -227,17 +227,123 @@ static int pfree(struct tencache_cache *c, int64_t off)
 
 /* ---- events ---------------------------------------------------------- */
 
+/*
+ * Stream order. Work on a stream completes in the order it was queued, so
+ * once one device-event instance recorded on stream s is seen done, every
+ * instance recorded on s before it is done as well. Each tracked stream
+ * counts its records (tc_xev.rec_seq) and the newest known done: queries
+ * (1-2 us each on a GPU) are made only for what that does not answer.
+ * Streams are the cache's copy streams and the callers' compute streams, a
+ * few: one past TC_SORDER_NR is not tracked and its events are queried as
+ * before. A stream is known by its handle, as xev_dev_needs_wait does.
+ */
+static uint8_t sorder_note(struct tencache_cache *c, void *s, struct tc_xev *e)
+{
+	struct tc_sorder *o;
+	uint32_t i;
+
+	for (i = 0; i < c->nr_sorder && c->sorder[i].s != s; i++)
+		;
+	if (i == c->nr_sorder) {
+		if (i == TC_SORDER_NR)
+			return 0;
+		c->sorder[c->nr_sorder++].s = s;
+	}
+	o = &c->sorder[i];
+	e->rec_seq = ++o->seq;
+	o->ring[o->seq % TC_SORDER_RING] = (struct tc_srec){ e, e->gen, c->sclock };
+	return i + 1;
+}
+
+/* The latest instance of device event e is done: so are those before it. */
+static void sorder_done(struct tencache_cache *c, struct tc_xev *e)
+{
+	struct tc_sorder *o;
+
+	e->done_gen = e->gen;
+	if (!e->rec_o)
+		return;
+	o = &c->sorder[e->rec_o - 1];
+	if (o->done_seq < e->rec_seq)
+		o->done_seq = e->rec_seq;
+}
+
+/* Stream s ran dry (a stream sync): everything recorded on it is done. */
+static void sorder_synced(struct tencache_cache *c, void *s)
+{
+	for (uint32_t i = 0; i < c->nr_sorder; i++)
+		if (c->sorder[i].s == s)
+			c->sorder[i].done_seq = c->sorder[i].seq;
+}
+
+/* Plan events are freed (setup.c): the rings must not name them. */
+void tc_exec_sorder_forget(struct tencache_cache *c)
+{
+	for (uint32_t i = 0; i < c->nr_sorder; i++)
+		for (uint32_t k = 0; k < TC_SORDER_RING; k++)
+			c->sorder[i].ring[k].e = NULL;
+}
+
+/* Whether device event e's latest instance is known done (no driver call). */
+static int xev_known_done(struct tencache_cache *c, struct tc_xev *e)
+{
+	if (e->done_gen == e->gen)
+		return 1;
+	if (e->rec_o && e->rec_seq <= c->sorder[e->rec_o - 1].done_seq) {
+		e->done_gen = e->gen;
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * Before querying instance q of stream o, query a newer one instead: the
+ * newest recorded at least SORDER_AGE decisions ago (copies queued ahead of
+ * need are done by then, mostly), whose done proves q and all before it in
+ * one call. A probe found pending costs a second query (q's own), so after
+ * one the stream is not probed for SORDER_BACKOFF decisions (a stream that
+ * runs behind). 1: q is done; 0: unknown; -errno.
+ */
+#define SORDER_AGE	2
+#define SORDER_BACKOFF	8
+static int sorder_probe(struct tencache_cache *c, struct tc_sorder *o, uint64_t q)
+{
+	uint64_t lo = o->done_seq > q ? o->done_seq : q;
+	int ret;
+
+	if (c->sclock < o->probe_at)
+		return 0;
+	for (uint64_t x = o->seq; x > lo && o->seq - x < TC_SORDER_RING; x--) {
+		struct tc_srec *r = &o->ring[x % TC_SORDER_RING];
+
+		/* too recent, or re-recorded since (a newer instance) */
+		if (r->clock + SORDER_AGE > c->sclock || !r->e || r->e->gen != r->gen)
+			continue;
+		ret = c->dev->ops->query(c->dev, r->e->dev);
+		if (ret < 0)
+			return ret;
+		if (ret == 0) {
+			o->probe_at = c->sclock + SORDER_BACKOFF;
+			return 0;
+		}
+		r->e->done_gen = r->gen;
+		o->done_seq = x;
+		return 1;
+	}
+	return 0;
+}
+
 /* Host waits for the latest instance of e. */
 static int xev_sync(struct tencache_cache *c, struct tc_xev *e)
 {
 	int ret;
 
 	if (ev_is_dev(e)) {
-		if (e->done_gen == e->gen)
+		if (xev_known_done(c, e))
 			return 0;
 		ret = c->dev->ops->sync(c->dev, e->dev);
 		if (!ret)
-			e->done_gen = e->gen;
+			sorder_done(c, e);
 		return ret;
 	}
 	if (e->pending)
@@ -262,7 +368,7 @@ static int xev_dev_wait(struct tencache_cache *c, void *s, struct tc_xev *e)
 {
 	int ret;
 
-	if (!xev_dev_needs_wait(e, s))
+	if (xev_known_done(c, e) || !xev_dev_needs_wait(e, s))
 		return 0;
 	ret = c->dev->ops->stream_wait(c->dev, s, e->dev);
 	if (!ret) {
@@ -295,11 +401,16 @@ static int xev_done(struct tencache_cache *c, struct tc_xev *e)
 	int ret;
 
 	if (ev_is_dev(e)) {
-		if (e->done_gen == e->gen)
+		if (xev_known_done(c, e))
 			return 1;
+		if (e->rec_o) {
+			ret = sorder_probe(c, &c->sorder[e->rec_o - 1], e->rec_seq);
+			if (ret)
+				return ret < 0 ? ret : xev_known_done(c, e);
+		}
 		ret = c->dev->ops->query(c->dev, e->dev);
 		if (ret == 1)
-			e->done_gen = e->gen;
+			sorder_done(c, e);
 		return ret;
 	}
 	if (e->pending)
@@ -321,6 +432,7 @@ static int xev_record(struct tencache_cache *c, struct tc_xev *e, void *s)
 	ret = c->dev->ops->record(c->dev, e->dev, s);
 	e->gen++;
 	e->rec_s = ret ? (void *)e : s;	/* failed: no stream is in order with it */
+	e->rec_o = ret ? 0 : sorder_note(c, s, e);
 	return ret;
 }
 
@@ -544,7 +656,7 @@ static int stage_push(struct tencache_cache *c, struct tc_xev *e, int write,
 		/* a stream wait takes the event's current recording: the
 		 * job's own event on sstream is then the snapshot (none
 		 * when every device dependency is known done) */
-		if (d->done_gen == d->gen)
+		if (xev_known_done(c, d))
 			continue;
 		if (!j->dev_ev)
 			ret = c->dev->ops->event_create(c->dev, 0, &j->dev_ev);
@@ -1043,8 +1155,14 @@ int tc_exec_drain(struct tencache_cache *c)
 
 	if (c->cstream_used && (!c->host_mode || c->lag_s))
 		ret = c->dev->ops->stream_sync(c->dev, c->cstream_last);
+	if (!ret && c->cstream_used && (!c->host_mode || c->lag_s))
+		sorder_synced(c, c->cstream_last);
 	ret = ret ?: c->dev->ops->stream_sync(c->dev, c->h2d);
+	if (!ret)
+		sorder_synced(c, c->h2d);
 	ret = ret ?: c->dev->ops->stream_sync(c->dev, c->d2h);
+	if (!ret)
+		sorder_synced(c, c->d2h);
 	pthread_mutex_lock(&c->slock);
 	while (c->shead)
 		pthread_cond_wait(&c->scond, &c->slock);
@@ -1296,6 +1414,7 @@ static int acquire(struct tencache_cache *c, int id, unsigned flags, void *strea
 		return -ENOSPC;
 	}
 	s = compute_stream(c, stream);
+	c->sclock++;
 	/* the GPU timeline differs from the CPU's: GPU acquires on a GPU */
 	gpu = !c->host_mode && !(flags & TENCACHE_ACQ_HOST);
 	gfirst = c->gp_nr;

@@ -56,8 +56,31 @@ struct tc_xev {
 	struct tc_pfree *pending;	/* a deferred free not yet made */
 	uint32_t gen, done_gen;		/* records made; the newest known done */
 	void *rec_s;			/* stream of the latest record */
+	uint8_t rec_o;			/* its tc_sorder + 1; 0: not tracked */
+	uint64_t rec_seq;		/* the record's place on that stream */
 	void *wait_s[2];		/* streams that waited ... */
 	uint32_t wait_gen[2];		/* ... for these instances */
+};
+
+/*
+ * The device-event records made on one stream (cache.c, "stream order"):
+ * a stream completes its work in order, so an instance found done proves
+ * every one recorded on the stream before it done too, without a query.
+ * The ring keeps the recent records (event, instance, the cache's decision
+ * clock at the record) to choose one to query that proves the most.
+ */
+#define TC_SORDER_NR	8	/* streams tracked: the cache's + a few callers' */
+#define TC_SORDER_RING	64
+struct tc_sorder {
+	void *s;
+	uint64_t seq;			/* records made on s */
+	uint64_t done_seq;		/* all up to this one are known done */
+	uint64_t probe_at;		/* no probe before this decision clock */
+	struct tc_srec {
+		struct tc_xev *e;	/* NULL: forgotten (plan events freed) */
+		uint32_t gen;
+		uint64_t clock;
+	} ring[TC_SORDER_RING];
 };
 
 /* A GPU acquire's wait the CPU saw pending: the stream's clock at the
@@ -136,6 +159,9 @@ struct tencache_cache {
 	void *cstream_last;		/* the caller's stream of the latest GPU op */
 	int cstream_used;
 	void *step_ev;
+	struct tc_sorder sorder[TC_SORDER_NR];	/* stream order (cache.c) */
+	uint32_t nr_sorder;
+	uint64_t sclock;		/* decision clock: acquires made */
 	struct tencache_arena *garena;
 	int garena_shaped;		/* laid out for a plan (load_start) */
 	struct tencache_pool *pool;
@@ -241,6 +267,7 @@ int tc_exec_od_to_pinned(struct tencache_cache *c, uint32_t id);
 int tc_exec_copy_sync(struct tencache_cache *c, uint32_t id, int dir);
 int tc_exec_stage_sync(struct tencache_cache *c, uint32_t id, int write);
 int tc_exec_galloc(struct tencache_cache *c, uint32_t id);
+void tc_exec_sorder_forget(struct tencache_cache *c);
 int tc_exec_palloc(struct tencache_cache *c, uint32_t id);
 int tc_exec_prof_resolve(struct tencache_cache *c);
 int tc_exec_gpu_resolve(struct tencache_cache *c);

@@ -327,6 +327,7 @@ static void free_plan_events(struct tencache_cache *c)
 		xev_fini(c, &c->opev[k]);
 	for (uint32_t i = 0; c->accev && i < c->nacc_ev; i++)
 		xev_fini(c, &c->accev[i]);
+	tc_exec_sorder_forget(c);	/* stream order must not point at them */
 	free(c->opev);
 	free(c->accev);
 	c->opev = c->accev = NULL;
