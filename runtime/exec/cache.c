@@ -237,6 +237,7 @@ static int pfree(struct tencache_cache *c, int64_t off)
  * few: one past TC_SORDER_NR is not tracked and its events are queried as
  * before. A stream is known by its handle, as xev_dev_needs_wait does.
  */
+#define SORDER_LAG0	1	/* records a new stream is taken to run behind */
 static uint8_t sorder_note(struct tencache_cache *c, void *s, struct tc_xev *e)
 {
 	struct tc_sorder *o;
@@ -247,7 +248,9 @@ static uint8_t sorder_note(struct tencache_cache *c, void *s, struct tc_xev *e)
 	if (i == c->nr_sorder) {
 		if (i == TC_SORDER_NR)
 			return 0;
-		c->sorder[c->nr_sorder++].s = s;
+		c->sorder[i].s = s;
+		c->sorder[i].lag = SORDER_LAG0;
+		c->nr_sorder++;
 	}
 	o = &c->sorder[i];
 	e->rec_seq = ++o->seq;
@@ -296,24 +299,37 @@ static int xev_known_done(struct tencache_cache *c, struct tc_xev *e)
 	return 0;
 }
 
+/* A query of instance x of o found it done or not: how far o runs behind. */
+static void sorder_lag(struct tc_sorder *o, uint64_t x, int done)
+{
+	uint64_t d = o->seq - x;
+
+	if (done && o->lag > d)
+		o->lag = d;
+	else if (!done && o->lag <= d)
+		o->lag = d + 1 < TC_SORDER_RING ? d + 1 : TC_SORDER_RING - 1;
+}
+
 /*
- * Before querying instance q of stream o, query a newer one instead: the
- * newest recorded at least SORDER_AGE decisions ago (copies queued ahead of
- * need are done by then, mostly), whose done proves q and all before it in
- * one call. A probe found pending costs a second query (q's own), so after
- * one the stream is not probed for SORDER_BACKOFF decisions (a stream that
- * runs behind). 1: q is done; 0: unknown; -errno.
+ * Before querying instance q of stream o, query a newer one instead, where
+ * the stream has likely got to: at least lag records behind the newest (how
+ * far o runs behind, estimated from every answer) and made SORDER_AGE
+ * acquires ago or more. Found done, it proves q and all before it in one
+ * call, and the next probe aims closer (lag shrinks by a quarter); found
+ * pending, it costs a second query (q's own), lag doubles, and the stream
+ * is not probed for SORDER_BACKOFF acquires (a stream far behind: q is
+ * likely pending too). 1: q is done; 0: unknown; -errno.
  */
 #define SORDER_AGE	2
-#define SORDER_BACKOFF	8
+#define SORDER_BACKOFF	4
 static int sorder_probe(struct tencache_cache *c, struct tc_sorder *o, uint64_t q)
 {
 	uint64_t lo = o->done_seq > q ? o->done_seq : q;
 	int ret;
 
-	if (c->sclock < o->probe_at)
+	if (c->sclock < o->probe_at || o->seq <= lo + o->lag)
 		return 0;
-	for (uint64_t x = o->seq; x > lo && o->seq - x < TC_SORDER_RING; x--) {
+	for (uint64_t x = o->seq - o->lag; x > lo && o->seq - x < TC_SORDER_RING; x--) {
 		struct tc_srec *r = &o->ring[x % TC_SORDER_RING];
 
 		/* too recent, or re-recorded since (a newer instance) */
@@ -323,11 +339,13 @@ static int sorder_probe(struct tencache_cache *c, struct tc_sorder *o, uint64_t 
 		if (ret < 0)
 			return ret;
 		if (ret == 0) {
+			o->lag = 2 * o->lag + 1 < TC_SORDER_RING ? 2 * o->lag + 1 : TC_SORDER_RING - 1;
 			o->probe_at = c->sclock + SORDER_BACKOFF;
 			return 0;
 		}
 		r->e->done_gen = r->gen;
 		o->done_seq = x;
+		o->lag -= (o->lag + 3) / 4;
 		return 1;
 	}
 	return 0;
@@ -409,6 +427,8 @@ static int xev_done(struct tencache_cache *c, struct tc_xev *e)
 				return ret < 0 ? ret : xev_known_done(c, e);
 		}
 		ret = c->dev->ops->query(c->dev, e->dev);
+		if (e->rec_o && ret >= 0)
+			sorder_lag(&c->sorder[e->rec_o - 1], e->rec_seq, ret);
 		if (ret == 1)
 			sorder_done(c, e);
 		return ret;

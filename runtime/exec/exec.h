@@ -66,8 +66,8 @@ struct tc_xev {
  * The device-event records made on one stream (cache.c, "stream order"):
  * a stream completes its work in order, so an instance found done proves
  * every one recorded on the stream before it done too, without a query.
- * The ring keeps the recent records (event, instance, the cache's decision
- * clock at the record) to choose one to query that proves the most.
+ * The ring keeps the recent records (event, instance, when) to choose one
+ * to query that proves the most.
  */
 #define TC_SORDER_NR	8	/* streams tracked: the cache's + a few callers' */
 #define TC_SORDER_RING	64
@@ -76,10 +76,11 @@ struct tc_sorder {
 	uint64_t seq;			/* records made on s */
 	uint64_t done_seq;		/* all up to this one are known done */
 	uint64_t probe_at;		/* no probe before this decision clock */
+	uint32_t lag;			/* records it runs behind, estimated */
 	struct tc_srec {
 		struct tc_xev *e;	/* NULL: forgotten (plan events freed) */
 		uint32_t gen;
-		uint64_t clock;
+		uint64_t clock;		/* the cache's sclock at the record */
 	} ring[TC_SORDER_RING];
 };
 
