@@ -198,7 +198,7 @@ static int palloc(struct tencache_cache *c, struct tc_tstate *t)
 		if (ret != -ENOMEM)
 			break;
 		ret = complete_one_free(c, 0);
-		if (ret == -ENOENT && !c->planned && c->swap)
+		if (ret == -ENOENT && (!c->planned || c->any_room) && c->swap)
 			ret = od_make_room_pinned(c, t->bytes);
 		if (ret == -ENOENT) {
 			ret = -ENOMEM;
@@ -1278,7 +1278,16 @@ int tencache_tensor_host(struct tencache_cache *c, int id, void **ptr)
 		return -EINVAL;
 	ret = tc_exec_freeze(c);
 	ret = ret ?: tc_exec_quiesce(c);
-	ret = ret ?: od_to_pinned(c, id);
+	if (ret)
+		return ret;
+	/*
+	 * Between steps nothing runs: room is made as on demand, from any
+	 * value, and the next step loads the plan's start state again.
+	 */
+	c->reload = 1;
+	c->any_room = 1;
+	ret = od_to_pinned(c, id);
+	c->any_room = 0;
 	if (ret)
 		return ret;
 	/* the caller may write it: pinned is now the only valid copy */
@@ -1287,7 +1296,6 @@ int tencache_tensor_host(struct tencache_cache *c, int id, void **ptr)
 		c->t[id].goff = -1;
 	}
 	c->t[id].valid = TC_V_PINNED;
-	c->reload = 1;
 	*ptr = pptr(c, c->t[id].poff);
 	return 0;
 }

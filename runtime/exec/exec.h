@@ -140,6 +140,7 @@ struct tencache_cache {
 	struct tencache_cache_params p;
 	int host_mode;
 	int frozen, in_step, planned, want_plan, reload, skip_learn;
+	int any_room;			/* tensor_host: room from any value (between steps) */
 	int no_plan;			/* planning failed: stay on demand */
 	uint64_t frag_slack;		/* GPU bytes kept out of plans */
 	uint64_t pfrag_slack;		/* pinned bytes kept out of plans */
