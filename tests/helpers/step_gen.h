@@ -5,10 +5,12 @@
 #ifndef TENCACHE_TEST_STEP_GEN_H
 #define TENCACHE_TEST_STEP_GEN_H
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "tencache.h"
+#include "test.h"	/* t_tensor_check, t_tensor_fill */
 
 struct t_acc { int id; unsigned flags; };
 struct t_op { int n, host; struct t_acc a[3]; };
@@ -41,6 +43,29 @@ static inline void t_gen_step(unsigned seed, int nt, uint64_t *bytes, unsigned m
 						     TENCACHE_ACQ_WRITE;
 		}
 	}
+}
+
+/*
+ * The "kernels" of op oi on host pointers p[]: a read checks the tensor's
+ * last version, a write fills the next. -EIO (and a message) on a stale value.
+ */
+static inline int t_op_values(const struct t_op *op, int oi, void *const *p,
+			      const uint64_t *bytes, uint32_t *version)
+{
+	for (int k = 0; k < op->n; k++) {
+		int id = op->a[k].id;
+
+		if ((op->a[k].flags & TENCACHE_ACQ_READ) &&
+		    !t_tensor_check((const uint32_t *)p[k], bytes[id], id, version[id])) {
+			fprintf(stderr, "tensor %d: stale value (op %d)\n", id, oi);
+			return -EIO;
+		}
+		if (op->a[k].flags & TENCACHE_ACQ_WRITE) {
+			version[id]++;
+			t_tensor_fill((uint32_t *)p[k], bytes[id], id, version[id]);
+		}
+	}
+	return 0;
 }
 
 #endif

@@ -108,6 +108,46 @@ static int retire(struct tencache_cache *c, struct job *j)
 	return ret ?: gpu_op(c, j->id, 0);
 }
 
+/* Registers tensors 0..n-1 (bytes[]) and writes their first values. */
+static int register_fill(struct tencache_cache *c, int n)
+{
+	int ret = 0;
+
+	for (int i = 0; i < n; i++)
+		T_EQ(tencache_tensor_register(c, bytes[i], TENCACHE_ROLE_OPT_STATE), i);
+	for (int i = 0; i < n && !ret; i++) {
+		void *h;
+
+		version[i] = 0;
+		ret = tencache_tensor_host(c, i, &h);
+		if (!ret)
+			fill(h, i);
+	}
+	return ret;
+}
+
+/* Host op on tensor id (read-write), detached to its own thread. */
+static int start_job(struct tencache_cache *c, struct job *j, int id)
+{
+	void *h;
+	int ret;
+
+	j->c = c;
+	j->id = id;
+	ret = tencache_acquire(c, id, TENCACHE_ACQ_READ | TENCACHE_ACQ_WRITE | TENCACHE_ACQ_HOST,
+			       NULL, &h);
+	ret = ret ?: tencache_op_detach(c, &j->token);
+	if (ret)
+		return ret;
+	j->ptr = h;
+	j->running = !pthread_create(&j->th, NULL, host_op, j);
+	if (!j->running) {
+		tencache_op_done(c, j->token);
+		return -EAGAIN;
+	}
+	return 0;
+}
+
 /*
  * A step: GPU op on p_k (read-write), host op on h_k detached, GPU op on
  * p_k+1; two ops later h_k is released and read by a GPU op.
@@ -118,24 +158,10 @@ static int step(struct tencache_cache *c)
 	int ret = tencache_step_begin(c);
 
 	for (int k = 0; k < NP && !ret; k++) {
-		struct job *j = &jobs[k];
-		void *h;
-
 		ret = gpu_op(c, k, 1);
-		j->c = c;
-		j->id = NP + k;
-		ret = ret ?: tencache_acquire(c, j->id, TENCACHE_ACQ_READ | TENCACHE_ACQ_WRITE |
-					      TENCACHE_ACQ_HOST, NULL, &h);
-		ret = ret ?: tencache_op_detach(c, &j->token);
+		ret = ret ?: start_job(c, &jobs[k], NP + k);
 		if (ret)
 			break;
-		j->ptr = h;
-		j->running = !pthread_create(&j->th, NULL, host_op, j);
-		if (!j->running) {
-			tencache_op_done(c, j->token);
-			ret = -EAGAIN;
-			break;
-		}
 		ret = gpu_op(c, (k + 1) % NP, 0);
 		if (k >= 2)
 			ret = ret ?: retire(c, &jobs[k - 2]);
@@ -167,16 +193,7 @@ static int run(struct tencache *tc, int nvme, const char *dir)
 		p.nvme_path = path;
 	}
 	T_EQ(tencache_cache_create(tc, &c, &p), 0);
-	for (int i = 0; i < NT; i++)
-		T_EQ(tencache_tensor_register(c, bytes[i], TENCACHE_ROLE_OPT_STATE), i);
-	for (int i = 0; i < NT && !ret; i++) {
-		void *h;
-
-		version[i] = 0;
-		ret = tencache_tensor_host(c, i, &h);
-		if (!ret)
-			fill(h, i);
-	}
+	ret = register_fill(c, NT);
 	for (int s = 0; s < 6 && !ret; s++) {
 		ret = step(c);
 		if (ret)
@@ -262,24 +279,8 @@ static int held_step(struct tencache_cache *c)
 	struct job jobs[NH] = { 0 };
 	int ret = tencache_step_begin(c);
 
-	for (int k = 0; k < NH && !ret; k++) {
-		struct job *j = &jobs[k];
-		void *h;
-
-		j->c = c;
-		j->id = k;
-		ret = tencache_acquire(c, k, TENCACHE_ACQ_READ | TENCACHE_ACQ_WRITE |
-				       TENCACHE_ACQ_HOST, NULL, &h);
-		ret = ret ?: tencache_op_detach(c, &j->token);
-		if (ret)
-			break;
-		j->ptr = h;
-		j->running = !pthread_create(&j->th, NULL, host_op, j);
-		if (!j->running) {
-			tencache_op_done(c, j->token);
-			ret = -EAGAIN;
-		}
-	}
+	for (int k = 0; k < NH && !ret; k++)
+		ret = start_job(c, &jobs[k], k);
 	for (int k = 0; k < NH; k++) {	/* settle: wait, then release */
 		if (!jobs[k].running)
 			continue;
@@ -309,16 +310,7 @@ static void held_pinned(struct tencache *tc, const char *dir)
 	for (int i = 0; i < NH; i++)
 		bytes[i] = HB;
 	T_EQ(tencache_cache_create(tc, &c, &p), 0);
-	for (int i = 0; i < NH; i++)
-		T_EQ(tencache_tensor_register(c, HB, TENCACHE_ROLE_OPT_STATE), i);
-	for (int i = 0; i < NH && !ret; i++) {
-		void *h;
-
-		version[i] = 0;
-		ret = tencache_tensor_host(c, i, &h);
-		if (!ret)
-			fill(h, i);
-	}
+	ret = register_fill(c, NH);
 	for (int s = 0; s < 6 && !ret; s++) {
 		if (s == 3)	/* the planned step meets a full pinned pool */
 			T_EQ(tc_exec_test_fail(c, 0, 2), 0);

@@ -180,19 +180,8 @@ static int step(struct tencache_cache *c, const uint64_t *calls, int mode, int s
 			if (!ret && sound)
 				ret = check_sound(c, "acquire");
 		}
-		for (int k = 0; k < op->n && !ret && values; k++) {
-			int id = op->a[k].id;
-
-			if ((op->a[k].flags & TENCACHE_ACQ_READ) &&
-			    !t_tensor_check(p[k], bytes[id], id, version[id])) {
-				fprintf(stderr, "tensor %d: stale value (op %d)\n", id, oi);
-				return -EIO;
-			}
-			if (op->a[k].flags & TENCACHE_ACQ_WRITE) {
-				version[id]++;
-				t_tensor_fill(p[k], bytes[id], id, version[id]);
-			}
-		}
+		if (!ret && values && t_op_values(op, oi, p, bytes, version))
+			return -EIO;
 		for (int k = 0; k < op->n && !ret; k++) {
 			ret = tencache_release(c, op->a[k].id, NULL, 0);
 			if (!ret && sound)

@@ -39,19 +39,8 @@ static int step(struct tencache_cache *c)
 		for (int k = 0; k < op->n && !ret; k++)
 			ret = tencache_acquire(c, op->a[k].id, op->a[k].flags |
 					       (op->host ? TENCACHE_ACQ_HOST : 0), NULL, &p[k]);
-		for (int k = 0; k < op->n && !ret; k++) {
-			int id = op->a[k].id;
-
-			if ((op->a[k].flags & TENCACHE_ACQ_READ) &&
-			    !t_tensor_check(p[k], bytes[id], id, version[id])) {
-				fprintf(stderr, "tensor %d: stale value (op %d)\n", id, oi);
-				return -EIO;
-			}
-			if (op->a[k].flags & TENCACHE_ACQ_WRITE) {
-				version[id]++;
-				t_tensor_fill(p[k], bytes[id], id, version[id]);
-			}
-		}
+		if (!ret && t_op_values(op, oi, p, bytes, version))
+			return -EIO;
 		for (int k = 0; k < op->n && !ret; k++)
 			ret = tencache_release(c, op->a[k].id, NULL, 0);
 	}
