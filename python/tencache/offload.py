@@ -351,6 +351,14 @@ class Runtime:
                                        max(self.host_share - largest_op - (4 << 20), 0))
             cp.nvme_budget = parse_bytes(nvme_budget, "nvme_budget") if nvme_budget \
                 else total + total // 4 + (64 << 20)
+            if cp.pinned_budget < largest_op:
+                q = max(self.params, key=self._tensor_bytes)
+                raise TencacheError(
+                    f"pinned_budget {fmt_bytes(cp.pinned_budget)} is too small for parameter "
+                    f"'{q.name}': its AdamW step holds {largest_op} bytes "
+                    f"({fmt_bytes(largest_op)}) in pinned memory at once (gradient, master "
+                    f"weights, moments and compute copy); raise pinned_budget to at least that"
+                    + ("" if pinned_budget else " (or host_budget: this rank's share set it)"))
         elif pinned_budget:
             cp.pinned_budget = parse_bytes(pinned_budget, "pinned_budget")
         self._check_host_share(cp)

@@ -402,6 +402,11 @@ def errors():
     expect_error("budget below the largest layer",
                  lambda: tencache.offload(Tiny(), gpu_budget="16KiB", host_mode=True),
                  "too small for layer", "bytes")
+    with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_DIR", "/var/tmp")) as td:
+        expect_error("pinned budget below a parameter's AdamW step (NVMe on)",
+                     lambda: tencache.offload(Tiny(), host_mode=True, pinned_budget="4KiB",
+                                              nvme_path=os.path.join(td, "swap")),
+                     "pinned_budget 4.00 KiB is too small for parameter", "raise pinned_budget")
     env = dict(os.environ, TENCACHE_LIB="/nonexistent/libtencache.so",
                PYTHONPATH=os.path.dirname(os.path.dirname(tencache.__file__)))
     r = subprocess.run([sys.executable, "-c", "import tencache\ntry:\n tencache.lib()\n"
