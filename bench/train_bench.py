@@ -805,11 +805,14 @@ def derive_budgets(args, results):
     return setup
 
 
-def summarize(args, results, setup, ds_info):
-    order = [m for m in args.methods if m in results]
+def round_ratios(order, results, rounds):
+    """tokens/s ratios: round 1's tencache (and tencache@N) against round 1's
+    ideal, naive and best DeepSpeed; round K's tencache#K against the ideal
+    and round K's own baselines (method#K)."""
     ideal = results.get("ideal") if results.get("ideal", {}).get("ok") else None
     tc = results.get("tencache") if results.get("tencache", {}).get("ok") else None
-    dss = [results[m] for m in order if m.startswith("deepspeed") and results[m].get("ok")]
+    dss = [results[m] for m in order
+           if m.startswith("deepspeed") and "#" not in m and results[m].get("ok")]
     best_ds = max(dss, key=lambda r: r["tokens_per_s"]) if dss else None
     naive = results.get("naive") if results.get("naive", {}).get("ok") else None
     ratios = {}
@@ -823,7 +826,7 @@ def summarize(args, results, setup, ds_info):
             if v != "tencache" and v.startswith("tencache") and "#" not in v and r.get("ok"):
                 ratios[f"{v}/tencache"] = r["tokens_per_s"] / tc["tokens_per_s"]
     # --rounds: each later round's tencache against that round's baselines
-    for k in range(2, getattr(args, "rounds", 1) + 1):
+    for k in range(2, rounds + 1):
         tk = results.get(f"tencache#{k}")
         if not (tk and tk.get("ok")):
             continue
@@ -833,6 +836,16 @@ def summarize(args, results, setup, ds_info):
         for name, r in (("ideal", ideal), ("naive", nk if nk and nk.get("ok") else None),
                         ("deepspeed", max(dk, key=lambda r: r["tokens_per_s"]) if dk else None)):
             ratios[f"tencache#{k}/{name}"] = tk["tokens_per_s"] / r["tokens_per_s"] if r else None
+        if dk:
+            ratios[f"deepspeed_best#{k}"] = max(dk, key=lambda r: r["tokens_per_s"])["method"]
+    return ratios
+
+
+def summarize(args, results, setup, ds_info):
+    order = [m for m in args.methods if m in results]
+    ideal = results.get("ideal") if results.get("ideal", {}).get("ok") else None
+    tc = results.get("tencache") if results.get("tencache", {}).get("ok") else None
+    ratios = round_ratios(order, results, getattr(args, "rounds", 1))
     bound = None
     if tc and tc.get("link") and tc.get("tencache"):
         t = tc["tencache"]

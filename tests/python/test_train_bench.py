@@ -50,7 +50,27 @@ def rel(a, b):
     return abs(a - b) / max(abs(b), 1e-30)
 
 
+def round_ratios():
+    """--rounds: each round's tencache against its own round's DeepSpeed (round
+    1 must not take a faster DeepSpeed of round 2), on made-up figures."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("train_bench", BENCH)
+    tb = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tb)
+    res = {m: {"ok": True, "method": m, "tokens_per_s": v} for m, v in (
+        ("ideal", 100.0), ("tencache", 90.0), ("deepspeed2", 40.0), ("deepspeed3", 45.0),
+        ("tencache#2", 80.0), ("deepspeed2#2", 50.0), ("deepspeed3#2", 20.0))}
+    got = tb.round_ratios(list(res), res, 2)
+    want = {"tencache/ideal": 0.9, "tencache/deepspeed": 2.0, "deepspeed_best": "deepspeed3",
+            "tencache#2/ideal": 0.8, "tencache#2/deepspeed": 1.6,
+            "deepspeed_best#2": "deepspeed2#2"}
+    ok = all(rel(got.get(k), v) < 1e-12 if isinstance(v, float) else got.get(k) == v
+             for k, v in want.items())
+    tap(ok, "--rounds: each round's ratio against the best DeepSpeed of its own round", str(got))
+
+
 def main():
+    round_ratios()
     with tempfile.TemporaryDirectory(prefix="train-bench-") as td:
         out = os.path.join(td, "run")
         rc, text = bench(out, "--methods", "ideal,naive,tencache,tencache-serial@2", "--gpu-budget", "4MiB")
