@@ -1326,6 +1326,7 @@ int tencache_step_begin(struct tencache_cache *c)
 	c->reload = 0;
 	c->in_step = 1;
 	c->pos = 0;
+	c->issued_to = 0;
 	c->op_open = 0;
 	c->op_first_acc = 0;
 	c->nr_op_ids = 0;
@@ -1415,6 +1416,33 @@ static void *compute_stream(struct tencache_cache *c, void *stream)
 	return c->host_mode ? NULL : stream;
 }
 
+/*
+ * The plan's ops at access i (prefetches, write-backs, frees), once: at the
+ * release that ends the op before i (its kernels are queued, so the copies
+ * start as early, and the acquire of i, which the caller's kernels wait
+ * for, does not pay for them), else at that acquire. A fragmented arena
+ * ends the plan for the rest of the step and plans again with room.
+ */
+static int issue_at(struct tencache_cache *c, uint32_t i)
+{
+	int ret;
+
+	c->issued_to = i + 1;
+	for (uint32_t k = c->plan.op_first[i]; k < c->plan.op_first[i + 1]; k++) {
+		c->pinned_enomem = 0;
+		ret = issue_op(c, k);
+		if (ret == -ENOMEM && c->pinned_enomem)
+			return tc_exec_replan(c, "pinned memory fragmented", 0);
+		if (ret == -ENOMEM && c->garena) {
+			/* fragmented beyond what was checked: re-plan with room */
+			return tc_exec_replan(c, "GPU memory fragmented", 1);
+		}
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
 static int acquire(struct tencache_cache *c, int id, unsigned flags, void *stream,
 		   void **ptr)
 {
@@ -1475,28 +1503,10 @@ static int acquire(struct tencache_cache *c, int id, unsigned flags, void *strea
 				return ret;
 		}
 	}
-	if (c->planned) {
-		uint32_t i = c->pos;
-
-		for (uint32_t k = c->plan.op_first[i]; k < c->plan.op_first[i + 1]; k++) {
-			c->pinned_enomem = 0;
-			ret = issue_op(c, k);
-			if (ret == -ENOMEM && c->pinned_enomem) {
-				ret = tc_exec_replan(c, "pinned memory fragmented", 0);
-				if (ret)
-					return ret;
-				break;
-			}
-			if (ret == -ENOMEM && c->garena) {
-				/* fragmented beyond what was checked: re-plan with room */
-				ret = tc_exec_replan(c, "GPU memory fragmented", 1);
-				if (ret)
-					return ret;
-				break;
-			}
-			if (ret)
-				return ret;
-		}
+	if (c->planned && c->issued_to <= c->pos) {
+		ret = issue_at(c, c->pos);
+		if (ret)
+			return ret;
 	}
 	if (c->planned) {
 		uint32_t i = c->pos;
@@ -1667,8 +1677,8 @@ static int op_close(struct tencache_cache *c, void *s, uint64_t compute_ns, int 
 static int release(struct tencache_cache *c, int id, void *stream, uint64_t compute_ns)
 {
 	uint64_t t0 = tc_now_ns(), t1;
+	int ret = 0, closed = 0;
 	void *s;
-	int ret = 0;
 
 	if (!c || !c->in_step || id < 0 || (uint32_t)id >= c->nr)
 		return -EINVAL;
@@ -1684,11 +1694,15 @@ static int release(struct tencache_cache *c, int id, void *stream, uint64_t comp
 	} else if (c->op_open == 1) {	/* the first release ends the op's acquires */
 		ret = op_close(c, s, compute_ns, 0);
 		c->op_open = 2;
+		closed = 1;
 	} else if (compute_ns) {
 		ret = c->dev->ops->spin(c->dev, s, compute_ns);
 	}
 	if (c->host_mode && !c->lag_s)	/* the compute ran in this thread: not a decision */
 		t0 += tc_now_ns() - t1;
+	/* the next op's: issue_at */
+	if (!ret && closed && c->planned && c->pos < c->trace.nr_acc && c->issued_to <= c->pos)
+		ret = issue_at(c, c->pos);
 	c->t[id].held = 0;
 	c->t[id].held_host = 0;
 	c->st.decision_ns += tc_now_ns() - t0;

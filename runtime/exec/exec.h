@@ -212,6 +212,7 @@ struct tencache_cache {
 
 	/* the step in progress */
 	uint32_t pos;
+	uint32_t issued_to;		/* the plan's ops issued up to this access */
 	int op_open;			/* 0 none, 1 acquiring, 2 released */
 	int op_host;
 	uint32_t op_first_acc;
