@@ -15,7 +15,8 @@
  *    after every call), with slow copies (tc_exec_test_lag) too, where a
  *    wrong inference would skip a wait, and every instance seen done
  *    advances its stream's known-done point; every value read is the one
- *    last written (plain host mode: the caller's thread waits for copies). */
+ *    last written (plain host mode: the caller's thread waits for copies);
+ *  - the release that ends an op issues the next access's copies (issue_at). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdlib.h>
@@ -136,6 +137,18 @@ static int drain_point(struct tencache_cache *c, uint32_t i, uint32_t *old)
 	return *old > 0;
 }
 
+/* Copies among the plan's ops at access i (none past the step's end). */
+static uint32_t plan_copies_at(struct tencache_cache *c, uint32_t i)
+{
+	uint32_t n = 0;
+
+	if (i >= c->trace.nr_acc)
+		return 0;
+	for (uint32_t k = c->plan.op_first[i]; k < c->plan.op_first[i + 1]; k++)
+		n += c->plan.ops[k].kind == TC_OP_FETCH || c->plan.ops[k].kind == TC_OP_WRITEBACK;
+	return n;
+}
+
 /*
  * One step. mode 0: plain; 1: drain before the first acquire of an op that
  * suits drain_point and count its queries; 2: sync the copy streams before
@@ -143,7 +156,7 @@ static int drain_point(struct tencache_cache *c, uint32_t i, uint32_t *old)
  * sound: check_sound after every call; values: check what is read.
  */
 static int step(struct tencache_cache *c, const uint64_t *calls, int mode, int sound,
-		int values, int *drained)
+		int values, int *drained, uint32_t *rel_copies)
 {
 	uint64_t q0 = calls[TC_DC_QUERY], s0 = calls[TC_DC_SYNC];
 	uint32_t acc = 0;
@@ -183,7 +196,15 @@ static int step(struct tencache_cache *c, const uint64_t *calls, int mode, int s
 		if (!ret && values && t_op_values(op, oi, p, bytes, version))
 			return -EIO;
 		for (int k = 0; k < op->n && !ret; k++) {
+			uint64_t c0 = calls[TC_DC_COPY];
+			uint32_t want = k == 0 && c->planned ? plan_copies_at(c, c->pos) : 0;
+
 			ret = tencache_release(c, op->a[k].id, NULL, 0);
+			/* the op's end issues the next access's copies (issue_at) */
+			if (!ret && k == 0 && c->planned) {
+				T_EQ(calls[TC_DC_COPY] - c0, want);
+				*rel_copies += want;
+			}
 			if (!ret && sound)
 				ret = check_sound(c, "release");
 		}
@@ -244,6 +265,7 @@ int main(void)
 	struct tencache_cache_stats st;
 	struct tencache_cache *c;
 	struct tencache *tc;
+	uint32_t rel_copies = 0;
 	int drained = 0;
 
 	T_EQ(tencache_init(&tc, &tp), 0);
@@ -255,7 +277,7 @@ int main(void)
 		return t_exit();
 	/* step 0 profiles; then planned steps */
 	for (int s = 0; s < STEPS && !t_failures; s++) {
-		int ret = step(c, calls, s < 2 ? 0 : s == 2 ? 1 : 2, 1, 1, &drained);
+		int ret = step(c, calls, s < 2 ? 0 : s == 2 ? 1 : 2, 1, 1, &drained, &rel_copies);
 
 		T_EQ(ret, 0);
 	}
@@ -263,6 +285,8 @@ int main(void)
 	T_EQ(tencache_cache_stats(c, &st), 0);
 	T_EQ(st.planned_steps, STEPS - 1);
 	T_CHECK(calls[TC_DC_COPY] > 0, "the plan copies");
+	printf("copies issued by the releases that end ops: %u\n", rel_copies);
+	T_CHECK(rel_copies > 0, "no op's release issued the next access's copies");
 	tencache_cache_destroy(c);
 
 	/*
@@ -276,7 +300,7 @@ int main(void)
 	T_CHECK(c != NULL, "cache setup (slow copies)");
 	if (c) {
 		for (int s = 0; s < 3 && !t_failures; s++) {
-			int ret = step(c, calls, 0, 1, 0, &drained);
+			int ret = step(c, calls, 0, 1, 0, &drained, &rel_copies);
 
 			T_EQ(ret, 0);
 		}
