@@ -5,8 +5,8 @@
 # there, so the cache must run the ZeRO-like plan (plan_fallbacks) rather
 # than on demand, and when the pinned arena fragments mid-step it must plan
 # again with more room (replans) without profiling the order again
-# (reprofiles 0). The measured steps must all run from a plan. Exit 0 pass,
-# 1 fail.
+# (reprofiles 0). The measured steps must all run from a plan, and ours'
+# model must be that of the ZeRO-like plan that ran. Exit 0 pass, 1 fail.
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" replay-fallback /var/tmp	# O_DIRECT: not tmpfs
 STEPS=2
@@ -31,6 +31,9 @@ if ours.get("plan_fallbacks", 0) < 1:
 if ours.get("reprofiles", 1) != 0:
     bad.append("reprofiles %r: a fragmented arena must re-plan, not re-profile"
                % ours.get("reprofiles"))
+if ours.get("model", {}).get("policy") != "zero":
+    bad.append("model policy %r: the model must be of the plan that ran (zero)"
+               % ours.get("model", {}).get("policy"))
 if ours.get("planned_steps", 0) < steps:
     bad.append("planned_steps %r < %d: the measured steps ran on demand"
                % (ours.get("planned_steps"), steps))
