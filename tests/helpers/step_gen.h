@@ -46,6 +46,32 @@ static inline void t_gen_step(unsigned seed, int nt, uint64_t *bytes, unsigned m
 }
 
 /*
+ * Registers tensors 0..nt-1 of bytes[] with role and writes each one's first
+ * value (version 0) through tencache_tensor_host, which ends registration.
+ * 0 or the first failing call's -errno (-EIO: an unexpected id).
+ */
+static inline int t_register_fill(struct tencache_cache *c, int nt, const uint64_t *bytes,
+				  uint32_t *version, unsigned role)
+{
+	for (int i = 0; i < nt; i++) {
+		int id = tencache_tensor_register(c, bytes[i], role);
+
+		if (id != i)
+			return id < 0 ? id : -EIO;
+	}
+	for (int i = 0; i < nt; i++) {
+		void *h;
+		int ret = tencache_tensor_host(c, i, &h);
+
+		if (ret)
+			return ret;
+		version[i] = 0;
+		t_tensor_fill((uint32_t *)h, bytes[i], i, 0);
+	}
+	return 0;
+}
+
+/*
  * The "kernels" of op oi on host pointers p[]: a read checks the tensor's
  * last version, a write fills the next. -EIO (and a message) on a stale value.
  */

@@ -22,6 +22,7 @@
 
 #include "tencache.h"
 #include "exec/exec.h"	/* tc_exec_test_fail */
+#include "step_gen.h"	/* t_register_fill */
 #include "test.h"
 
 #define NP	8		/* GPU tensors p_k */
@@ -108,24 +109,6 @@ static int retire(struct tencache_cache *c, struct job *j)
 	return ret ?: gpu_op(c, j->id, 0);
 }
 
-/* Registers tensors 0..n-1 (bytes[]) and writes their first values. */
-static int register_fill(struct tencache_cache *c, int n)
-{
-	int ret = 0;
-
-	for (int i = 0; i < n; i++)
-		T_EQ(tencache_tensor_register(c, bytes[i], TENCACHE_ROLE_OPT_STATE), i);
-	for (int i = 0; i < n && !ret; i++) {
-		void *h;
-
-		version[i] = 0;
-		ret = tencache_tensor_host(c, i, &h);
-		if (!ret)
-			fill(h, i);
-	}
-	return ret;
-}
-
 /* Host op on tensor id (read-write), detached to its own thread. */
 static int start_job(struct tencache_cache *c, struct job *j, int id)
 {
@@ -193,7 +176,7 @@ static int run(struct tencache *tc, int nvme, const char *dir)
 		p.nvme_path = path;
 	}
 	T_EQ(tencache_cache_create(tc, &c, &p), 0);
-	ret = register_fill(c, NT);
+	ret = t_register_fill(c, NT, bytes, version, TENCACHE_ROLE_OPT_STATE);
 	for (int s = 0; s < 6 && !ret; s++) {
 		ret = step(c);
 		if (ret)
@@ -310,7 +293,8 @@ static void held_pinned(struct tencache *tc, const char *dir)
 	for (int i = 0; i < NH; i++)
 		bytes[i] = HB;
 	T_EQ(tencache_cache_create(tc, &c, &p), 0);
-	ret = register_fill(c, NH);
+	ret = t_register_fill(c, NH, bytes, version, TENCACHE_ROLE_OPT_STATE);
+	T_EQ(ret, 0);
 	for (int s = 0; s < 6 && !ret; s++) {
 		if (s == 3)	/* the planned step meets a full pinned pool */
 			T_EQ(tc_exec_test_fail(c, 0, 2), 0);

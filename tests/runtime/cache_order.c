@@ -238,17 +238,8 @@ static struct tencache_cache *make(struct tencache *tc, uint64_t *calls, uint64_
 		return NULL;
 	if (copy_ns && tc_exec_test_lag(c, 0, copy_ns))
 		goto fail;
-	for (int i = 0; i < NT; i++)
-		if (tencache_tensor_register(c, bytes[i], TENCACHE_ROLE_PARAM_FP16) != i)
-			goto fail;
-	for (int i = 0; i < NT; i++) {	/* the first tensor_host freezes */
-		void *h;
-
-		if (tencache_tensor_host(c, i, &h))
-			goto fail;
-		version[i] = 0;
-		t_tensor_fill(h, bytes[i], i, 0);
-	}
+	if (t_register_fill(c, NT, bytes, version, TENCACHE_ROLE_PARAM_FP16))
+		goto fail;
 	if (tc_exec_test_count(c, calls, NULL))
 		goto fail;
 	return c;

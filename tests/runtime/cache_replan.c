@@ -65,20 +65,9 @@ static struct tencache_cache *make(struct tencache *tc, int nvme, const char *sw
 	}
 	if (tencache_cache_create(tc, &c, &p))
 		return NULL;
-	for (int i = 0; i < NT; i++)
-		if (tencache_tensor_register(c, bytes[i], TENCACHE_ROLE_PARAM_FP16) != i) {
-			tencache_cache_destroy(c);
-			return NULL;
-		}
-	for (int i = 0; i < NT; i++) {	/* the first tensor_host ends registration */
-		void *h;
-
-		if (tencache_tensor_host(c, i, &h)) {
-			tencache_cache_destroy(c);
-			return NULL;
-		}
-		version[i] = 0;
-		t_tensor_fill(h, bytes[i], i, 0);
+	if (t_register_fill(c, NT, bytes, version, TENCACHE_ROLE_PARAM_FP16)) {
+		tencache_cache_destroy(c);
+		return NULL;
 	}
 	return c;
 }
