@@ -494,6 +494,18 @@ def worker(cfg, label, result_path):
             f"loss {rec['loss']:.4f}, {rec['step_ms']:.0f} ms (fwd+bwd {rec['fwd_bwd_ms']:.0f}, "
             f"optimizer {rec['opt_ms']:.0f})")
     meas = steps[cfg["warmup"]:]
+    if cfg.get("gpu_profile") and dev.type == "cuda":
+        path = os.path.join(cfg["out"], f"gpu-profile-{label.replace('#', '-round')}.json")
+        try:
+            res["gpu_profile"] = gp = profile_step(m, data[-1], path)
+            log(f"[{method}] profiled step: {gp['step_ms']:.0f} ms, GPU busy "
+                f"{gp.get('busy_ms', 0):.1f} of {gp.get('span_ms', 0):.1f} ms, "
+                f"{gp.get('n_gaps', 0)} gaps >= 50 us ({gp.get('idle_gaps_ms', 0):.1f} ms)")
+            for g in gp.get("gaps", [])[:6]:
+                log(f"[{method}]   gap {g['ms']:.2f} ms at {g['at_ms']:.1f}: "
+                    f"{g['after']} -> {g['before']}")
+        except Exception as e:    # noqa: BLE001 (the measured steps stand)
+            res["gpu_profile"] = {"error": f"{type(e).__name__}: {e}"}
     med = statistics.median
     res.update(
         steps=steps, losses=[s["loss"] for s in steps],
@@ -527,6 +539,60 @@ def worker(cfg, label, result_path):
         json.dump(res, f, indent=1)
     log(f"[{method}] {label}: {res['tokens_per_s']:.0f} tokens/s, step {res['step_ms']:.0f} ms")
     # no destroy_process_group: main() leaves with os._exit, so NCCL teardown cannot hang
+
+
+def gpu_gaps(trace, top=12, min_gap_us=50.0):
+    """Summarize a torch.profiler Chrome trace of one step: the GPU's busy
+    time (union of kernels, any stream), its idle gaps, the copies, and the
+    largest gaps with the kernels around them (where the GPU waited)."""
+    ev = trace.get("traceEvents", []) if isinstance(trace, dict) else trace
+    kern = sorted(((e["ts"], e["ts"] + e.get("dur", 0), e.get("name", "?"))
+                   for e in ev if e.get("ph") == "X" and e.get("cat") == "kernel"),
+                  key=lambda k: k[0])
+    copies = [e for e in ev if e.get("ph") == "X" and e.get("cat") == "gpu_memcpy"]
+    out = {"kernels": len(kern), "copies": len(copies),
+           "copy_ms": sum(e.get("dur", 0) for e in copies) / 1e3}
+    if not kern:
+        return out
+    t0 = kern[0][0]
+    busy, gaps, end, prev = 0.0, [], kern[0][0], kern[0][2]
+    for s, e, name in kern:
+        if s > end:
+            if s - end >= min_gap_us:
+                gaps.append((s - end, end - t0, prev, name))
+        busy += max(0.0, e - max(s, end))
+        if e > end:
+            end, prev = e, name
+    span = end - t0
+    idle = sum(g[0] for g in gaps)
+    out.update(span_ms=span / 1e3, busy_ms=busy / 1e3, idle_ms=(span - busy) / 1e3,
+               idle_gaps_ms=idle / 1e3, n_gaps=len(gaps),
+               gaps=[{"ms": round(g[0] / 1e3, 3), "at_ms": round(g[1] / 1e3, 3),
+                      "after": g[2][:80], "before": g[3][:80]}
+                     for g in sorted(gaps, reverse=True)[:top]])
+    return out
+
+
+def profile_step(m, x, path):
+    """One extra step under torch.profiler (CUDA activity only); writes the
+    Chrome trace to path and returns gpu_gaps() of it."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        loss = m.forward(x)
+        m.backward(loss)
+        m.step()
+        torch.cuda.synchronize()
+    step_ms = (time.perf_counter() - t0) * 1e3
+    if hasattr(m, "after_step"):
+        m.after_step()
+    prof.export_chrome_trace(path)
+    with open(path) as f:
+        out = gpu_gaps(json.load(f))
+    out.update(step_ms=step_ms, trace=path)
+    return out
 
 
 def adam_alone(m, n_params, cfg):
@@ -1000,7 +1066,7 @@ def parent(args):
     base = dict(model=args.model, batch=args.batch, seq=args.seq, warmup=args.warmup,
                 steps=args.steps, seed=args.seed, attn=args.attn, device=args.device,
                 hp=hp, out=os.path.abspath(args.out), policy=args.policy,
-                timeline=not args.no_timeline)
+                timeline=not args.no_timeline, gpu_profile=args.gpu_profile)
     env_extra = {"TORCH_EXTENSIONS_DIR": os.path.join(args.work, "torch_extensions"),
                  "DS_ACCELERATOR": "cuda" if args.device == "cuda" else "cpu",
                  "TMPDIR": args.work}
@@ -1088,6 +1154,10 @@ def main():
     ap.add_argument("--ds-build-timeout", type=float, default=240)
     ap.add_argument("--no-timeline", action="store_true",
                     help="do not record tencache's Perfetto timeline (it records every step)")
+    ap.add_argument("--gpu-profile", action="store_true",
+                    help="after the measured steps, one more step of each method under "
+                    "torch.profiler: gpu-profile-<method>.json (Chrome trace) and the GPU's "
+                    "busy time and idle gaps in the result")
     ap.add_argument("--prepare-deepspeed", action="store_true",
                     help="only install DeepSpeed and build cpu_adam into --work, then exit")
     ap.add_argument("--worker", help=argparse.SUPPRESS)

@@ -50,13 +50,18 @@ def rel(a, b):
     return abs(a - b) / max(abs(b), 1e-30)
 
 
-def round_ratios():
-    """--rounds: each round's tencache against its own round's DeepSpeed (round
-    1 must not take a faster DeepSpeed of round 2), on made-up figures."""
+def load_bench():
     import importlib.util
     spec = importlib.util.spec_from_file_location("train_bench", BENCH)
     tb = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tb)
+    return tb
+
+
+def round_ratios():
+    """--rounds: each round's tencache against its own round's DeepSpeed (round
+    1 must not take a faster DeepSpeed of round 2), on made-up figures."""
+    tb = load_bench()
     res = {m: {"ok": True, "method": m, "tokens_per_s": v} for m, v in (
         ("ideal", 100.0), ("tencache", 90.0), ("deepspeed2", 40.0), ("deepspeed3", 45.0),
         ("tencache#2", 80.0), ("deepspeed2#2", 50.0), ("deepspeed3#2", 20.0))}
@@ -69,8 +74,31 @@ def round_ratios():
     tap(ok, "--rounds: each round's ratio against the best DeepSpeed of its own round", str(got))
 
 
+def gpu_gaps():
+    """--gpu-profile's summary on a made-up trace: overlapping kernels on two
+    streams count once, copies are not kernels, gaps under 50 us are idle
+    but not listed, and the largest gap names the kernels around it."""
+    tb = load_bench()
+    k = lambda ts, dur, name: {"ph": "X", "cat": "kernel", "ts": ts, "dur": dur, "name": name}
+    trace = {"traceEvents": [
+        k(1000, 100, "a"), k(1050, 100, "b"),        # overlap: busy 1000..1150
+        k(1180, 20, "c"),                           # 30 us gap: idle, not listed
+        {"ph": "X", "cat": "gpu_memcpy", "ts": 1200, "dur": 500, "name": "Memcpy HtoD"},
+        k(1700, 100, "d"),                          # 500 us gap after c
+        k(1900, 50, "e"),                           # 100 us gap after d
+        {"ph": "M", "name": "thread_name"}]}
+    g = tb.gpu_gaps(trace)
+    want = dict(kernels=5, copies=1, copy_ms=0.5, span_ms=0.95, busy_ms=0.32, idle_ms=0.63,
+                idle_gaps_ms=0.6, n_gaps=2)
+    ok = all(abs(g.get(key, -1) - v) < 1e-9 for key, v in want.items()) and \
+        [(x["ms"], x["at_ms"], x["after"], x["before"]) for x in g["gaps"]] == \
+        [(0.5, 0.2, "c", "d"), (0.1, 0.8, "d", "e")]
+    tap(ok, "--gpu-profile: busy time, idle gaps and the kernels around them", str(g))
+
+
 def main():
     round_ratios()
+    gpu_gaps()
     with tempfile.TemporaryDirectory(prefix="train-bench-") as td:
         out = os.path.join(td, "run")
         rc, text = bench(out, "--methods", "ideal,naive,tencache,tencache-serial@2", "--gpu-budget", "4MiB")
