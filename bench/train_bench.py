@@ -386,6 +386,18 @@ class Peaks:
         c.reset_peak_memory_stats()
         return a, r
 
+    # torch allocator counters that show it giving memory back and taking it
+    # again under the cap (each release waits for the stream to drain)
+    CHURN = ("num_alloc_retries", "num_sync_all_streams", "num_device_alloc",
+             "num_device_free", "num_ooms")
+
+    def churn(self):
+        """The CHURN counters' totals so far (empty off CUDA)."""
+        if not self.cuda:
+            return {}
+        st = self.torch.cuda.memory_stats()
+        return {k: st.get(k, 0) for k in self.CHURN}
+
     def sample_device(self):
         if self.cuda:
             free, total = self.torch.cuda.mem_get_info()
@@ -469,6 +481,7 @@ def worker(cfg, label, result_path):
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
     steps = []
+    churn = peaks.churn()
     for i, x in enumerate(data):
         base = torch.cuda.memory_allocated(dev) if dev.type == "cuda" else 0
         sync()
@@ -486,13 +499,18 @@ def worker(cfg, label, result_path):
         peaks.sample_device()
         if hasattr(m, "after_step"):
             m.after_step()
-        rec = {"loss": loss.item(), "step_ms": (t2 - t0) * 1e3, "fwd_bwd_ms": (t1 - t0) * 1e3,
-               "opt_ms": (t2 - t1) * 1e3, "act_peak": fb_peak[0] - base,
-               "fwd_bwd_peak": fb_peak, "opt_peak": st_peak, "rss": vm_status("VmRSS")}
+        now = peaks.churn()
+        rec = {"alloc_churn": {k: v - churn[k] for k, v in now.items() if v != churn[k]}}
+        churn = now
+        rec.update({"loss": loss.item(), "step_ms": (t2 - t0) * 1e3,
+                    "fwd_bwd_ms": (t1 - t0) * 1e3, "opt_ms": (t2 - t1) * 1e3,
+                    "act_peak": fb_peak[0] - base, "fwd_bwd_peak": fb_peak,
+                    "opt_peak": st_peak, "rss": vm_status("VmRSS")})
         steps.append(rec)
         log(f"[{method}] step {i + 1}/{total_steps}{' (warm-up)' if i < cfg['warmup'] else ''}: "
             f"loss {rec['loss']:.4f}, {rec['step_ms']:.0f} ms (fwd+bwd {rec['fwd_bwd_ms']:.0f}, "
-            f"optimizer {rec['opt_ms']:.0f})")
+            f"optimizer {rec['opt_ms']:.0f})" +
+            (f"; torch allocator {rec['alloc_churn']}" if rec["alloc_churn"] else ""))
     meas = steps[cfg["warmup"]:]
     if cfg.get("gpu_profile") and dev.type == "cuda":
         path = os.path.join(cfg["out"], f"gpu-profile-{label.replace('#', '-round')}.json")
