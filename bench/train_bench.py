@@ -973,7 +973,8 @@ def table(args, order, results, setup, ratios, bound, ds_info):
         L.append(f"Parameters: {r0['n_params'] / 1e6:.1f} M. GPU cap for the offload methods: "
                  f"{fmt_b(setup.get('cap'))} ({setup.get('cap_how')}). tencache gpu_budget: "
                  f"{fmt_b(setup.get('gpu_budget'))} ({setup.get('gpu_budget_how')}). "
-                 f"PYTORCH_CUDA_ALLOC_CONF: {args.alloc_conf or 'from the environment'}.")
+                 f"PYTORCH_CUDA_ALLOC_CONF: "
+                 f"{args.alloc_conf or os.environ.get('PYTORCH_CUDA_ALLOC_CONF') or 'unset'}.")
         L.append("")
     hdr = ["method", "status", "tokens/s", "step ms (median)", "fwd+bwd ms", "optimizer ms",
            "GPU alloc peak", "GPU reserved peak", "GPU total (reserved + arena)",
@@ -1153,10 +1154,11 @@ def main():
     ap.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
     ap.add_argument("--attn", default="sdpa", choices=("sdpa", "eager"))
     ap.add_argument("--lr", type=float, default=1e-4)
-    ap.add_argument("--alloc-conf", default="expandable_segments:True",
-                    help="PYTORCH_CUDA_ALLOC_CONF of every method (default: %(default)s, which "
-                         "keeps torch's allocator from fragmenting under the cap; '' keeps the "
-                         "environment's)")
+    ap.add_argument("--alloc-conf", default="",
+                    help="PYTORCH_CUDA_ALLOC_CONF of every method (default: the environment's, "
+                         "else torch's own allocator; expandable_segments:True under the cap "
+                         "unmaps and maps memory again every step, each time waiting for the "
+                         "GPU to drain: 33 ms of a 560 ms tencache step on the H200)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="/tmp/tencache-train-bench")
     ap.add_argument("--work", help="scratch (DeepSpeed install, torch extensions); "
