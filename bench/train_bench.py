@@ -124,6 +124,28 @@ def base_method(method):
     return name, int(n) if at else 0
 
 
+def alloc_confs(entries):
+    """--alloc-conf entries -> {method or None: PYTORCH_CUDA_ALLOC_CONF}: a
+    plain CONF is every method's, METHOD=CONF one method's (all its rounds
+    and thread counts). ValueError for an unknown METHOD."""
+    out = {}
+    for e in entries or []:
+        name, eq, conf = e.partition("=")
+        if eq:
+            if name not in METHODS:
+                raise ValueError(name)
+            out[name] = conf
+        else:
+            out[None] = e
+    return out
+
+
+def alloc_conf_of(confs, method):
+    """The allocator setting a method runs with ('' = the environment's)."""
+    name = base_method(method)[0]
+    return confs.get(name, confs.get(None, ""))
+
+
 def log(*a):
     print(*a, flush=True)
 
@@ -690,8 +712,9 @@ def run_worker(args, cfg, method, deadline, env_extra):
         json.dump(cfg, f)
     env = dict(os.environ, **env_extra)
     env["PYTHONUNBUFFERED"] = "1"
-    if args.alloc_conf:    # the same for every method
-        env["PYTORCH_CUDA_ALLOC_CONF"] = args.alloc_conf
+    conf = alloc_conf_of(args.alloc_confs, method)
+    if conf:
+        env["PYTORCH_CUDA_ALLOC_CONF"] = conf
     log(f"== {method} (timeout {timeout:.0f} s, log {lpath})")
     t0 = time.time()
     with open(lpath, "w") as lf:
@@ -962,6 +985,7 @@ def summarize(args, results, setup, ds_info):
 
 
 def table(args, order, results, setup, ratios, bound, ds_info):
+    env_conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF")
     L = []
     r0 = next((results[m] for m in order if results[m].get("n_params")), {})
     L.append(f"# train_bench: {args.model}, batch {args.batch} x seq {args.seq} "
@@ -974,7 +998,9 @@ def table(args, order, results, setup, ratios, bound, ds_info):
                  f"{fmt_b(setup.get('cap'))} ({setup.get('cap_how')}). tencache gpu_budget: "
                  f"{fmt_b(setup.get('gpu_budget'))} ({setup.get('gpu_budget_how')}). "
                  f"PYTORCH_CUDA_ALLOC_CONF: "
-                 f"{args.alloc_conf or os.environ.get('PYTORCH_CUDA_ALLOC_CONF') or 'unset'}.")
+                 f"{alloc_conf_of(args.alloc_confs, 'ideal') or env_conf or 'unset'}" +
+                 "".join(f", {m}: {c or env_conf or 'unset'}" for m, c in
+                         args.alloc_confs.items() if m) + ".")
         L.append("")
     hdr = ["method", "status", "tokens/s", "step ms (median)", "fwd+bwd ms", "optimizer ms",
            "GPU alloc peak", "GPU reserved peak", "GPU total (reserved + arena)",
@@ -1081,6 +1107,11 @@ def parent(args):
     # methods run minutes apart; ideal runs once, on the GPU alone)
     methods += [f"{m}#{k}" for k in range(2, args.rounds + 1) for m in methods if m != "ideal"]
     args.methods = methods
+    try:
+        args.alloc_confs = alloc_confs(args.alloc_conf)
+    except ValueError as e:
+        raise SystemExit(f"--alloc-conf {e}=...: unknown method; choose from "
+                         f"{', '.join(METHODS)}") from None
     hp = dict(lr=args.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
     base = dict(model=args.model, batch=args.batch, seq=args.seq, warmup=args.warmup,
                 steps=args.steps, seed=args.seed, attn=args.attn, device=args.device,
@@ -1115,6 +1146,8 @@ def parent(args):
             continue
         results[m] = run_worker(args, cfg, m, deadline, env_extra)
         r = results[m]
+        r["alloc_conf"] = alloc_conf_of(args.alloc_confs, m) or \
+            os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
         if not r.get("ok"):
             log(f"   {m} FAILED: {r.get('error')}")
     try:
@@ -1154,11 +1187,13 @@ def main():
     ap.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
     ap.add_argument("--attn", default="sdpa", choices=("sdpa", "eager"))
     ap.add_argument("--lr", type=float, default=1e-4)
-    ap.add_argument("--alloc-conf", default="",
-                    help="PYTORCH_CUDA_ALLOC_CONF of every method (default: the environment's, "
-                         "else torch's own allocator; expandable_segments:True under the cap "
-                         "unmaps and maps memory again every step, each time waiting for the "
-                         "GPU to drain: 33 ms of a 560 ms tencache step on the H200)")
+    ap.add_argument("--alloc-conf", action="append", metavar="[METHOD=]CONF",
+                    help="PYTORCH_CUDA_ALLOC_CONF of every method, or with METHOD= of one "
+                         "method (repeatable; default: the environment's, else torch's own "
+                         "allocator). expandable_segments:True under the cap unmaps and maps "
+                         "memory again every step, each time waiting for the GPU to drain "
+                         "(33 ms of a 560 ms tencache step on the H200); DeepSpeed needed it at "
+                         "a 61.25 GiB cap")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="/tmp/tencache-train-bench")
     ap.add_argument("--work", help="scratch (DeepSpeed install, torch extensions); "

@@ -96,9 +96,29 @@ def gpu_gaps():
     tap(ok, "--gpu-profile: busy time, idle gaps and the kernels around them", str(g))
 
 
+def alloc_confs():
+    """--alloc-conf: a plain CONF for every method, METHOD=CONF for one
+    method in all its rounds and thread counts; an unknown METHOD is refused."""
+    tb = load_bench()
+    c = tb.alloc_confs(["", "deepspeed2=expandable_segments:True"])
+    got = [tb.alloc_conf_of(c, m) for m in ("ideal", "tencache@8", "deepspeed2", "deepspeed2#2",
+                                              "deepspeed3")]
+    c2 = tb.alloc_confs(["expandable_segments:True,garbage_collection_threshold:0.8"])
+    try:
+        tb.alloc_confs(["deepspeed4=expandable_segments:True"])
+        refused = False
+    except ValueError:
+        refused = True
+    ok = got == ["", "", "expandable_segments:True", "expandable_segments:True", ""] and \
+        tb.alloc_conf_of(c2, "naive") == "expandable_segments:True,garbage_collection_threshold:0.8" \
+        and tb.alloc_conf_of({}, "tencache") == "" and refused
+    tap(ok, "--alloc-conf: per method, for all methods, unknown method refused", str(got))
+
+
 def main():
     round_ratios()
     gpu_gaps()
+    alloc_confs()
     with tempfile.TemporaryDirectory(prefix="train-bench-") as td:
         out = os.path.join(td, "run")
         rc, text = bench(out, "--methods", "ideal,naive,tencache,tencache-serial@2", "--gpu-budget", "4MiB")
