@@ -31,6 +31,7 @@ Every rank must produce gradients for the same parameters in the same
 module order each step (as torch DDP with find_unused_parameters=False):
 the reductions are matched by order.
 """
+import json
 import os
 import socket
 
@@ -64,9 +65,8 @@ class Group:
         self.host_mode = host_mode
         # one gather at setup: host names (ranks sharing host memory), the
         # host's MemAvailable, the model's shape (the broadcast needs equal models)
-        mine = (socket.gethostname(), _meminfo("MemAvailable"), model_sig)
-        everyone = [None] * self.world
-        dist.all_gather_object(everyone, mine, group=pg)
+        mine = (socket.gethostname(), _meminfo("MemAvailable"), tuple(model_sig))
+        everyone = self._all_gather_json(mine)
         for r, (_, _, sig) in enumerate(everyone):
             if sig != model_sig:
                 raise TencacheError(
@@ -76,6 +76,23 @@ class Group:
         local = [r for r, e in enumerate(everyone) if e[0] == mine[0]]
         self.local_rank, self.local_world = local.index(self.rank), len(local)
         self.host_avail = min(everyone[r][1] for r in local)
+
+    def _all_gather_json(self, obj):
+        """obj (JSON-able) of every rank, through tensor collectives: torch's
+        all_gather_object needs numpy, which a torch install may lack."""
+        dev = self.comm_device(torch.device("cpu"))
+        data = torch.tensor(list(json.dumps(obj).encode()), dtype=torch.uint8, device=dev)
+        n = torch.tensor([data.numel()], dtype=torch.int64, device=dev)
+        ns = [torch.empty_like(n) for _ in range(self.world)]
+        self.dist.all_gather(ns, n, group=self.pg)
+        size = max(int(x.item()) for x in ns)
+        buf = torch.zeros(size, dtype=torch.uint8, device=dev)
+        buf[:data.numel()] = data
+        bufs = [torch.empty_like(buf) for _ in range(self.world)]
+        self.dist.all_gather(bufs, buf, group=self.pg)
+        return [tuple(tuple(v) if isinstance(v, list) else v
+                      for v in json.loads(bytes(b[:int(k.item())].tolist()).decode()))
+                for b, k in zip(bufs, ns)]
 
     def comm_device(self, dev):
         """A device the backend reduces on, for a tensor on dev."""

@@ -1,7 +1,8 @@
 #!/bin/bash
 # run.sh - the Python package's tests on the CPU: installs torch from PyPI
 # when it is missing (skips, exit 77, when that fails or takes more than
-# TORCH_INSTALL_TIMEOUT seconds, default 480), builds libtencache if needed,
+# TORCH_INSTALL_TIMEOUT seconds, default 480), and transformers (the tests
+# that need it skip without it), builds libtencache if needed,
 # installs ./python with pip, and runs test_offload.py, test_train_bench.py
 # and test_ddp.py (2 ranks, gloo) (exit 1 if one fails, 77 if all skip, else 0).
 set -uo pipefail
@@ -17,6 +18,13 @@ if ! "$PY" -c "import torch" 2> /dev/null; then
 		echo "# SKIP torch could not be installed from PyPI in time"
 		exit 77
 	fi
+fi
+# transformers (and numpy with it) for the HF model tests and the bench's smoke
+# test; without it those skip
+if ! "$PY" -c "import transformers" 2> /dev/null; then
+	echo "# transformers is missing: pip install transformers (at most 300 s)"
+	timeout -k 10 300 "$PY" -m pip install -q transformers > /tmp/tencache-pip-tf.log 2>&1 ||
+		tail -n 3 /tmp/tencache-pip-tf.log | sed 's/^/#   /'
 fi
 [ -e build/libtencache.so ] || make -s lib || exit 1
 if ! "$PY" -m pip install -q ./python > /tmp/tencache-pip-pkg.log 2>&1 &&

@@ -119,6 +119,9 @@ def rank_main(rank, cfg):
         for case in cfg["cases"]:
             name = case["name"]
             model = build(cfg, 0 if rank == 0 else 1234)
+            if rank == 1 and case.get("other_model"):    # a rank whose model differs
+                torch.manual_seed(1234)
+                model = T.Tiny(**{**cfg["model"], **case["other_model"]})
             same0 = all(torch.equal(a, b) for a, b in zip(model.parameters(), model0.parameters()))
             total = sum(p.numel() * 4 for p in model.parameters())
             kw = dict(gpu_budget=int(total * case.get("budget", 0.6)), host_mode=cfg["host_mode"],
@@ -315,7 +318,8 @@ def main():
                       dtype=torch.bfloat16, bucket=0),
                  dict(name="fp32, budget = the weights (larger buckets)", budget=1.0),
                  dict(name="control: no reduction (process_group=False)", group=False),
-                 dict(name="host_budget too small", host_budget="1MiB")]
+                 dict(name="host_budget too small", host_budget="1MiB"),
+                 dict(name="the ranks' models differ", other_model=dict(layers=3))]
         cfg = dict(dir=d, backend="gloo", host_mode=True, cases=cases,
                    model=dict(vocab=97, d=32, heads=4, layers=2, ctx=16))
         data = T.batches(97, STEPS, b=8, t=16, seed=7)
@@ -333,6 +337,11 @@ def main():
         if res:
             for case in cases:
                 name = case["name"]
+                if case.get("other_model"):
+                    msgs = [x["cases"][name].get("error", "") for x in res]
+                    tap(all("differs from rank" in m and "same model" in m for m in msgs),
+                        f"error: {name}", " | ".join(msgs) or "no error raised")
+                    continue
                 if case.get("host_budget"):
                     msgs = [x["cases"][name].get("error", "") for x in res]
                     tap(all("share of the host budget" in m and "nvme_path" in m for m in msgs),
