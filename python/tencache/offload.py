@@ -90,6 +90,38 @@ class _CudaMem:
                                           "strides": None, "stream": None}
 
 
+class _ChurnWatch:
+    """Warns once when torch's caching allocator retries an allocation in
+    each of `steps` consecutive steps. Under a memory cap
+    (set_per_process_memory_fraction) with expandable segments, torch then
+    unmaps and maps memory every step, and each unmap waits for the GPU to
+    drain: 33 ms of a 560 ms step on the H200 (results/h200-train.md)."""
+
+    def __init__(self, retries, steps=3):
+        self.retries, self.steps = retries, steps    # retries(): torch's counter
+        self.last, self.run, self.warned = None, 0, False
+
+    def step(self):
+        """Call once per step; the warning text the first time it triggers."""
+        if self.warned:
+            return None
+        n = self.retries()
+        self.run = self.run + 1 if self.last is not None and n > self.last else 0
+        self.last = n
+        if self.run < self.steps:
+            return None
+        self.warned = True
+        conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
+        why = ("PYTORCH_CUDA_ALLOC_CONF has expandable_segments:True, which under a memory "
+               "cap unmaps and maps memory again every step; unset it, or "
+               if "expandable_segments:true" in conf.lower().replace(" ", "") else "")
+        return (f"tencache: torch's CUDA allocator ran out of its share and retried an "
+                f"allocation in each of the last {self.steps} steps "
+                f"(torch.cuda.memory_stats()['num_alloc_retries'] = {n}); each retry frees "
+                f"cached memory and waits for the GPU to drain. {why}give torch more of the "
+                "GPU (a smaller gpu_budget or a larger memory fraction)")
+
+
 class _Ref:
     """A saved tensor that is (a view of) a parameter."""
     __slots__ = ("p", "size", "stride", "offset")
@@ -153,6 +185,8 @@ class Runtime:
         self._hp = None          # overlap=False: this step's AdamW hyperparameters
         self._hp_used = set()    # overlap: the ones the launched updates read
         self._hp_warned = False
+        self._churn = None if self.host_mode else _ChurnWatch(
+            lambda: torch.cuda.memory_stats(self.device).get("num_alloc_retries", 0))
         self.group = self.reducer = self.host_share = self.pool_bytes = None
         # the NVMe tier stages whole tensors with O_DIRECT: sizes in 4 KiB blocks
         self._pad = 4096 if nvme_path else 1
@@ -653,6 +687,9 @@ class Runtime:
                           f"AdamW step of '{q.name}'")
                     self._host_op_done(q, held)
         self._end_step()
+        msg = self._churn.step() if self._churn else None
+        if msg:
+            warnings.warn(msg, stacklevel=3)
 
     def _host_op(self, q):
         """Acquire q's gradient, master, moments and compute copy as pinned

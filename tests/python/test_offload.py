@@ -358,6 +358,35 @@ def hparams_changed(model0):
         "overlap: an lr changed between backward and step() is warned about", msg or "no warning")
 
 
+def churn_watch():
+    """The allocator-churn warning (GPU runs only) on a made-up counter: once,
+    after 3 steps in a row that retried, not after a step without one; it
+    names expandable segments when PYTORCH_CUDA_ALLOC_CONF has them."""
+    from tencache.offload import _ChurnWatch
+
+    def run(counts, conf):
+        it = iter(counts)
+        w = _ChurnWatch(lambda: next(it))
+        old = os.environ.get("PYTORCH_CUDA_ALLOC_CONF")
+        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = conf
+        try:
+            return [w.step() for _ in counts]
+        finally:
+            if old is None:
+                del os.environ["PYTORCH_CUDA_ALLOC_CONF"]
+            else:
+                os.environ["PYTORCH_CUDA_ALLOC_CONF"] = old
+    every = run([0, 1, 2, 3, 4, 5], "expandable_segments:True")
+    gap = run([0, 1, 2, 2, 3, 4], "")
+    plain = run([5, 6, 7, 8], "")
+    ok = every[:3] == [None] * 3 and every[3] and every[4:] == [None, None] and \
+        "expandable_segments" in every[3] and "num_alloc_retries" in every[3] and \
+        gap == [None] * 6 and plain[3] and "expandable" not in plain[3] and \
+        "gpu_budget" in plain[3]
+    tap(bool(ok), "allocator churn: warned once after 3 steps that retried, naming the cause",
+        str(every[3] or every))
+
+
 def defaults(model0):
     """offload()'s defaults: the AdamW overlapped, on 70% of the CPUs; all of
     them (the library's default) without overlap; threads= wins."""
@@ -459,6 +488,7 @@ def main():
     compare("bf16 compute, a slow AdamW carried into the next forward", model0,
             torch.bfloat16, slow_adam=0.002, need_carried=True, overlap=True)
     hparams_changed(model0)
+    churn_watch()
     defaults(model0)
     try:
         torch.ones(2, 2, dtype=torch.float16) @ torch.ones(2, 2, dtype=torch.float16)
