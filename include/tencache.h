@@ -464,6 +464,11 @@ enum tencache_policy {
 					    * thread makes them (on the H200 the
 					    * thread cost more caller CPU per
 					    * decision: results/h200-replay.md) */
+#define TENCACHE_CACHE_NO_BATCH	(1u << 3) /* one device call per copy. Default:
+					    * the copies a plan issues together on
+					    * one stream go out as one batch (CUDA:
+					    * cuMemcpyBatchAsync_v2, where the
+					    * driver has it) */
 
 struct tencache_cache_params {
 	uint32_t flags;			/* TENCACHE_CACHE_* */

@@ -25,6 +25,8 @@
  *
  * Side by side, in one run:
  *   ours       the planned path: Belady eviction, timed prefetch (the goal)
+ *   nobatch    the same, one device call per copy (TENCACHE_CACHE_NO_BATCH):
+ *              what batching the copies planned together saves
  *   issuer     the same, with the copy streams' device calls made by a
  *              thread of the cache (TENCACHE_CACHE_ISSUER): what that
  *              thread saves (or costs) the caller
@@ -280,12 +282,13 @@ static int nv_release(struct naive *nv, uint64_t key)
 
 /* ---- one variant's run ---------------------------------------------------- */
 
-enum { V_OURS, V_ISS, V_RESIDENT, V_ONDEMAND, V_NAIVE, V_NR };
+enum { V_OURS, V_NOBATCH, V_ISS, V_RESIDENT, V_ONDEMAND, V_NAIVE, V_NR };
 
-static const char *const vnames[V_NR] = { "ours", "issuer", "resident", "on-demand",
-					  "naive" };
+static const char *const vnames[V_NR] = { "ours", "nobatch", "issuer", "resident",
+					  "on-demand", "naive" };
 static const char *const vdesc[V_NR] = {
 	"tencache planned: Belady eviction + timed prefetch, --gpu-budget",
+	"ours with TENCACHE_CACHE_NO_BATCH: one device call per copy",
 	"ours with TENCACHE_CACHE_ISSUER: copies and their events made by a thread of the cache",
 	"tencache planned, GPU budget = all state (fetches only what the CPU optimizer rewrote)",
 	"tencache, planning off (profiling on): fetch on demand, LRU",
@@ -842,6 +845,10 @@ int bench_decide(int argc, char **argv)
 		case V_OURS:
 			ret = run_cache(&x, tc, host, 0, budget, 1, vnames[v], &res[v]);
 			break;
+		case V_NOBATCH:
+			ret = run_cache(&x, tc, host, TENCACHE_CACHE_NO_BATCH, budget, 1,
+					vnames[v], &res[v]);
+			break;
 		case V_ISS:
 			ret = run_cache(&x, tc, host, TENCACHE_CACHE_ISSUER, budget, 1,
 					vnames[v], &res[v]);
@@ -861,7 +868,7 @@ int bench_decide(int argc, char **argv)
 		if (ret)
 			fails++;
 		/* the planned variants must have run every measured step from a plan */
-		if (!ret && (v == V_OURS || v == V_ISS || v == V_RESIDENT) &&
+		if (!ret && (v == V_OURS || v == V_NOBATCH || v == V_ISS || v == V_RESIDENT) &&
 		    res[v].planned != 2 * steps) {
 			fprintf(stderr, "decide: %s: only %llu of %u measured steps ran from a "
 				"plan (see the cache's warning above); the figures are not the "
@@ -921,7 +928,7 @@ int bench_decide(int argc, char **argv)
 		 * acquires that did not switch out; the whole figure is shown beside */
 		bool pass = o->dec_cpu <= GOAL_NS && o->acq <= GOAL_NS && o->rel <= GOAL_NS;
 
-		for (int v = V_ISS; v < V_NR; v++) {
+		for (int v = V_NOBATCH; v < V_NR; v++) {
 			const struct vres *b = &res[v];
 			char ra[32] = "-", rr[32] = "-";
 

@@ -287,9 +287,24 @@ void tc_exec_sorder_forget(struct tencache_cache *c)
 			c->sorder[i].ring[k].e = NULL;
 }
 
+static int cb_flush_all(struct tencache_cache *c);
+static int cb_flush_s(struct tencache_cache *c, void *s);
+
+/* Whether copies wait in a batch for stream s. */
+static int cb_pending(const struct tencache_cache *c, const void *s)
+{
+	return (c->cb[0].n && c->cb[0].s == s) || (c->cb[1].n && c->cb[1].s == s);
+}
+
 /* Whether device event e's latest instance is known done (no driver call). */
 static int xev_known_done(struct tencache_cache *c, struct tc_xev *e)
 {
+	if (e->cb) {	/* its copy still waits in a batch: out with it */
+		int ret = cb_flush_all(c);
+
+		if (ret && !c->cb_err)
+			c->cb_err = ret;
+	}
 	if (e->done_gen == e->gen)
 		return 1;
 	if (e->rec_o && e->rec_seq <= c->sorder[e->rec_o - 1].done_seq) {
@@ -388,7 +403,8 @@ static int xev_dev_wait(struct tencache_cache *c, void *s, struct tc_xev *e)
 
 	if (xev_known_done(c, e) || !xev_dev_needs_wait(e, s))
 		return 0;
-	ret = c->dev->ops->stream_wait(c->dev, s, e->dev);
+	ret = cb_flush_s(c, s);	/* a batch before the wait goes out first */
+	ret = ret ?: c->dev->ops->stream_wait(c->dev, s, e->dev);
 	if (!ret) {
 		e->wait_s[1] = e->wait_s[0];
 		e->wait_gen[1] = e->wait_gen[0];
@@ -401,7 +417,7 @@ static int xev_dev_wait(struct tencache_cache *c, void *s, struct tc_xev *e)
 /* Stream s waits for the latest instance of e. */
 static int xev_stream_wait(struct tencache_cache *c, void *s, struct tc_xev *e)
 {
-	int ret;
+	int ret = 0;
 
 	if (ev_is_dev(e))
 		return xev_dev_wait(c, s, e);
@@ -410,8 +426,13 @@ static int xev_stream_wait(struct tencache_cache *c, void *s, struct tc_xev *e)
 		if (ret)
 			return ret;
 	}
-	return c->dev->ops->stream_wait_host(c->dev, s, &e->h,
-					     tc_hev_latest(c->dev, &e->h));
+	/* a batch goes out before a wait that may hold the stream; one for a
+	 * host event already signalled holds nothing (in host mode the
+	 * ends of the caller's ops: most waits of the copies there) */
+	if (cb_pending(c, s) && !tc_hev_done(c->dev, &e->h))
+		ret = cb_flush_s(c, s);
+	return ret ?: c->dev->ops->stream_wait_host(c->dev, s, &e->h,
+						    tc_hev_latest(c->dev, &e->h));
 }
 
 static int xev_done(struct tencache_cache *c, struct tc_xev *e)
@@ -441,8 +462,10 @@ static int xev_done(struct tencache_cache *c, struct tc_xev *e)
 /* Record a device event on s: a new instance (of the pair's other half). */
 static int xev_record(struct tencache_cache *c, struct tc_xev *e, void *s)
 {
-	int ret;
+	int ret = cb_flush_s(c, s);	/* the record follows a pending batch */
 
+	if (ret)
+		return ret;
 	if (e->alt) {
 		void *x = e->dev;
 
@@ -704,10 +727,97 @@ static int stage_push(struct tencache_cache *c, struct tc_xev *e, int write,
 
 /* ---- copies ------------------------------------------------------------ */
 
+/*
+ * Copy batches: inside issue_at (c->cb_on), a copy joins its stream's
+ * batch instead of going out, and its op's event is recorded when the batch
+ * does: at the end of issue_at, or before anything else is queued on that
+ * stream (a wait, a record), or once anything looks at one of the batch's
+ * events (xev_known_done). So the stream sees the same order as copy by
+ * copy, in one device call per run of copies.
+ */
+static int cb_add(struct tencache_cache *c, struct tc_cbatch *b, void *s, int dir,
+		  void *dst, const void *src, uint64_t len, struct tc_xev *done, uint32_t id)
+{
+	if (b->n == b->cap) {
+		uint32_t nc = b->cap ? 2 * b->cap : 32;
+		void **d = realloc(b->dst, nc * sizeof(*d));
+		const void **sr = d ? realloc(b->src, nc * sizeof(*sr)) : NULL;
+		uint64_t *l = sr ? realloc(b->len, nc * sizeof(*l)) : NULL;
+		struct tc_xev **ev = l ? realloc(b->ev, nc * sizeof(*ev)) : NULL;
+		uint32_t *ids = ev ? realloc(b->id, nc * sizeof(*ids)) : NULL;
+
+		/* each grown array is kept: a failure leaves b consistent */
+		if (d)
+			b->dst = d;
+		if (sr)
+			b->src = sr;
+		if (l)
+			b->len = l;
+		if (ev)
+			b->ev = ev;
+		if (!ids)
+			return -ENOMEM;
+		b->id = ids;
+		b->cap = nc;
+	}
+	b->s = s;
+	b->dir = dir;
+	b->dst[b->n] = dst;
+	b->src[b->n] = src;
+	b->len[b->n] = len;
+	b->ev[b->n] = done;
+	b->id[b->n++] = id;
+	done->cb = 1;
+	return 0;
+}
+
+static int cb_flush(struct tencache_cache *c, struct tc_cbatch *b)
+{
+	uint32_t n = b->n;
+	int ret = 0;
+
+	if (!n)
+		return 0;
+	b->n = 0;	/* before the records: xev_record flushes its stream */
+	if (c->copy_lag_ns)	/* test: a slow link (tc_exec_test_lag) */
+		ret = c->dev->ops->spin(c->dev, b->s, n * c->copy_lag_ns);
+	ret = ret ?: c->dev->ops->copy_batch(c->dev, b->s, b->dir, b->dst, b->src, b->len, n);
+	for (uint32_t i = 0; i < n; i++) {
+		b->ev[i]->cb = 0;
+		if (!ret)
+			ret = xev_record(c, b->ev[i], b->s);
+		if (ret)	/* not there after all: no lies */
+			c->t[b->id[i]].valid &= b->dir == TENCACHE_COPY_H2D ? ~TC_V_GPU : ~TC_V_PINNED;
+	}
+	return ret;
+}
+
+static int cb_flush_s(struct tencache_cache *c, void *s)
+{
+	for (int i = 0; i < 2; i++)
+		if (c->cb[i].n && c->cb[i].s == s)
+			return cb_flush(c, &c->cb[i]);
+	return 0;
+}
+
+static int cb_flush_all(struct tencache_cache *c)
+{
+	int r0 = cb_flush(c, &c->cb[0]), r1 = cb_flush(c, &c->cb[1]);
+
+	return r0 ?: r1;
+}
+
 static int copy_h2d(struct tencache_cache *c, struct tc_tstate *t, uint32_t id,
 		    struct tc_xev *done)
 {
-	int ret = tc_exec_timeline_mark(c, c->h2d, TC_TL_H2D, id, 0);
+	int ret;
+
+	if (c->cb_on) {
+		c->st.link_bytes[0] += t->bytes;
+		return cb_add(c, &c->cb[0], c->h2d, TENCACHE_COPY_H2D, gptr(c, t->goff),
+			      pptr(c, t->poff), t->bytes, done, id);
+	}
+	ret = tc_exec_timeline_mark(c, c->h2d, TC_TL_H2D, id, 0);
 
 	if (!ret && c->copy_lag_ns)	/* test: a slow link (tc_exec_test_lag) */
 		ret = c->dev->ops->spin(c->dev, c->h2d, c->copy_lag_ns);
@@ -723,7 +833,14 @@ static int copy_h2d(struct tencache_cache *c, struct tc_tstate *t, uint32_t id,
 static int copy_d2h(struct tencache_cache *c, struct tc_tstate *t, uint32_t id,
 		    struct tc_xev *done)
 {
-	int ret = tc_exec_timeline_mark(c, c->d2h, TC_TL_D2H, id, 0);
+	int ret;
+
+	if (c->cb_on) {
+		c->st.link_bytes[1] += t->bytes;
+		return cb_add(c, &c->cb[1], c->d2h, TENCACHE_COPY_D2H, pptr(c, t->poff),
+			      gptr(c, t->goff), t->bytes, done, id);
+	}
+	ret = tc_exec_timeline_mark(c, c->d2h, TC_TL_D2H, id, 0);
 
 	if (!ret && c->copy_lag_ns)	/* test: a slow link (tc_exec_test_lag) */
 		ret = c->dev->ops->spin(c->dev, c->d2h, c->copy_lag_ns);
@@ -1232,7 +1349,7 @@ int tencache_cache_create(struct tencache *tc, struct tencache_cache **cp,
 		if (p->__reserved[i])
 			return -EINVAL;
 	if (p->__pad || (p->flags & ~(TENCACHE_CACHE_HOST_MODE | TENCACHE_CACHE_TIMELINE |
-				 TENCACHE_CACHE_ISSUER)) ||
+				 TENCACHE_CACHE_ISSUER | TENCACHE_CACHE_NO_BATCH)) ||
 	    p->policy > TENCACHE_POLICY_10CACHE || !p->gpu_budget ||
 	    (p->nvme_budget && !p->nvme_path) || (p->nvme_budget && !p->pinned_budget))
 		return -EINVAL;
@@ -1423,24 +1540,39 @@ static void *compute_stream(struct tencache_cache *c, void *stream)
  * for, does not pay for them), else at that acquire. A fragmented arena
  * ends the plan for the rest of the step and plans again with room.
  */
-static int issue_at(struct tencache_cache *c, uint32_t i)
+static int issue_ops_at(struct tencache_cache *c, uint32_t i)
 {
 	int ret;
 
-	c->issued_to = i + 1;
 	for (uint32_t k = c->plan.op_first[i]; k < c->plan.op_first[i + 1]; k++) {
 		c->pinned_enomem = 0;
 		ret = issue_op(c, k);
-		if (ret == -ENOMEM && c->pinned_enomem)
-			return tc_exec_replan(c, "pinned memory fragmented", 0);
-		if (ret == -ENOMEM && c->garena) {
-			/* fragmented beyond what was checked: re-plan with room */
-			return tc_exec_replan(c, "GPU memory fragmented", 1);
-		}
+		ret = ret ?: c->cb_err;
 		if (ret)
 			return ret;
 	}
 	return 0;
+}
+
+/* The ops planned at access i, their copies batched per stream. */
+static int issue_at(struct tencache_cache *c, uint32_t i)
+{
+	int ret, fret;
+
+	c->issued_to = i + 1;
+	c->cb_on = c->dev->ops->copy_batch && !c->timeline_on &&
+		   !(c->p.flags & TENCACHE_CACHE_NO_BATCH);
+	c->cb_err = 0;
+	ret = issue_ops_at(c, i);
+	c->cb_on = 0;
+	fret = cb_flush_all(c);	/* also before a re-plan frees the events */
+	if (ret == -ENOMEM && c->pinned_enomem && !fret)
+		return tc_exec_replan(c, "pinned memory fragmented", 0);
+	if (ret == -ENOMEM && c->garena && !fret) {
+		/* fragmented beyond what was checked: re-plan with room */
+		return tc_exec_replan(c, "GPU memory fragmented", 1);
+	}
+	return ret ?: fret ?: c->cb_err;
 }
 
 static int acquire(struct tencache_cache *c, int id, unsigned flags, void *stream,

@@ -43,6 +43,14 @@ struct tc_dev_ops {
 	/* dir: TENCACHE_COPY_H2D / D2H; asynchronous on s */
 	int (*copy)(struct tc_dev *d, void *s, int dir, void *dst, const void *src,
 		    uint64_t len);
+	/*
+	 * Optional: n copies of one direction on s as one call (CUDA:
+	 * cuMemcpyBatchAsync_v2, one driver call for all); they complete in
+	 * any order among themselves, all in stream order after what s ran
+	 * before. NULL: the cache calls copy n times.
+	 */
+	int (*copy_batch)(struct tc_dev *d, void *s, int dir, void *const *dst,
+			  const void *const *src, const uint64_t *len, uint32_t n);
 	/* simulated compute of ns nanoseconds on s (a spin kernel / a sleep) */
 	int (*spin)(struct tc_dev *d, void *s, uint64_t ns);
 	/* device events: opaque handles */

@@ -37,6 +37,21 @@ static int c_copy(struct tc_dev *d, void *s, int dir, void *dst, const void *src
 	return ret;
 }
 
+/* one call for the caller, whether the wrapped ops batch or loop */
+static int c_copy_batch(struct tc_dev *d, void *s, int dir, void *const *dst,
+			const void *const *src, const uint64_t *len, uint32_t n)
+{
+	int ret = 0;
+
+	COUNTED(d, TC_DC_COPY,
+		if (d->counted->copy_batch)
+			ret = d->counted->copy_batch(d, s, dir, dst, src, len, n);
+		else
+			for (uint32_t i = 0; i < n && !ret; i++)
+				ret = d->counted->copy(d, s, dir, dst[i], src[i], len[i]));
+	return ret;
+}
+
 static int c_spin(struct tc_dev *d, void *s, uint64_t ns)
 {
 	int ret;
@@ -151,6 +166,7 @@ static void c_close(struct tc_dev *d)
 	.stream_create = c_stream_create,				\
 	.stream_destroy = c_stream_destroy,				\
 	.copy = c_copy,							\
+	.copy_batch = c_copy_batch,					\
 	.spin = c_spin,							\
 	.event_create = c_event_create,					\
 	.event_destroy = c_event_destroy,				\

@@ -38,6 +38,15 @@ static const char spin_ptx[] =
 	"  ret;\n"
 	"}\n";
 
+/* CUmemcpyAttributes: srcAccessOrder, srcLocHint, dstLocHint, flags */
+struct cu_memcpy_attrs {
+	int src_access_order;
+	int src_loc[2], dst_loc[2];	/* CUmemLocation: type, id */
+	unsigned flags;
+};
+#define CU_MEMCPY_SRC_ACCESS_ORDER_STREAM	1
+#define CU_BATCH_MAX	64	/* copies per driver call (stack arrays) */
+
 struct cudev {
 	struct tc_dev d;
 	void *lib;
@@ -72,6 +81,9 @@ struct cudev {
 	CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned,
 				   unsigned, unsigned, unsigned, CUstream, void **, void **);
 	CUresult (*cuGetErrorString)(CUresult, const char **);
+	/* optional (CUDA 13 drivers); NULL: copy_batch loops over copies */
+	CUresult (*cuMemcpyBatchAsync)(CUdeviceptr *, CUdeviceptr *, size_t *, size_t,
+				       struct cu_memcpy_attrs *, size_t *, size_t, CUstream);
 };
 
 #define CU(d) ((struct cudev *)(d))
@@ -161,6 +173,7 @@ static int cuda_open(struct tencache *tc, uint64_t bytes, struct tc_dev **dp)
 		}
 		memcpy((char *)c + syms[i].off, &f, sizeof(f));
 	}
+	c->cuMemcpyBatchAsync = dlsym(c->lib, "cuMemcpyBatchAsync_v2");
 	if (c->cuInit(0) || c->cuDeviceGet(&c->dev, tc->p.gpu) ||
 	    c->cuDevicePrimaryCtxRetain(&c->ctx, c->dev))
 		goto close_lib;
@@ -241,6 +254,59 @@ static int cuda_copy(struct tc_dev *d, void *s, int dir, void *dst, const void *
 		}
 	}
 	return r ? cu_fail(c, "async copy", r) : 0;
+}
+
+/*
+ * Up to CU_BATCH_MAX copies (after splitting at pool segments, as
+ * cuda_copy does) per cuMemcpyBatchAsync_v2, in stream order on s. A
+ * driver that refuses the call (not supported there) gets the copies one by
+ * one from then on; pieces already queued are copied again, harmlessly.
+ */
+static int cuda_copy_batch(struct tc_dev *d, void *s, int dir, void *const *dst,
+			   const void *const *src, const uint64_t *len, uint32_t n)
+{
+	struct cudev *c = CU(d);
+	struct cu_memcpy_attrs attr = { .src_access_order = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM };
+	CUdeviceptr dsts[CU_BATCH_MAX], srcs[CU_BATCH_MAX];
+	size_t sizes[CU_BATCH_MAX], first = 0, nb = 0;
+	uint32_t i = 0, from = 0;
+	uint64_t off = 0;
+	CUresult r;
+
+	if (!c->cuMemcpyBatchAsync) {
+		int ret = 0;
+
+		for (i = 0; i < n && !ret; i++)
+			ret = cuda_copy(d, s, dir, dst[i], src[i], len[i]);
+		return ret;
+	}
+	cu_ctx(c);
+	while (i < n) {
+		const char *host = dir == TENCACHE_COPY_H2D ? src[i] : dst[i];
+		uint64_t m = tc_cuda_host_span(host + off, len[i] - off);
+
+		dsts[nb] = (CUdeviceptr)(uintptr_t)dst[i] + off;
+		srcs[nb] = (CUdeviceptr)(uintptr_t)src[i] + off;
+		sizes[nb++] = m;
+		off += m;
+		if (off >= len[i]) {
+			i++;
+			off = 0;
+		}
+		if (nb < CU_BATCH_MAX && i < n)
+			continue;
+		r = c->cuMemcpyBatchAsync(dsts, srcs, sizes, nb, &attr, &first, 1, s);
+		if (r) {
+			tc_info(d->tc, "cuda: cuMemcpyBatchAsync_v2 refused a batch (%d): copies go one by one",
+				r);
+			c->cuMemcpyBatchAsync = NULL;
+			return cuda_copy_batch(d, s, dir, dst + from, src + from, len + from,
+					       n - from);
+		}
+		nb = 0;
+		from = i;	/* a fallback redoes copy i whole: the same bytes again */
+	}
+	return 0;
 }
 
 static int cuda_spin(struct tc_dev *d, void *s, uint64_t ns)
@@ -353,6 +419,7 @@ const struct tc_dev_ops tc_dev_cuda_ops = {
 	.stream_create = cuda_stream_create,
 	.stream_destroy = cuda_stream_destroy,
 	.copy = cuda_copy,
+	.copy_batch = cuda_copy_batch,
 	.spin = cuda_spin,
 	.event_create = cuda_event_create,
 	.event_destroy = cuda_event_destroy,

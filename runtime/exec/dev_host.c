@@ -245,6 +245,17 @@ static int host_copy(struct tc_dev *d, void *s, int dir, void *dst, const void *
 	return hstream_push(s, &t);
 }
 
+/* One task per copy: the host stream runs them in order anyway. */
+static int host_copy_batch(struct tc_dev *d, void *s, int dir, void *const *dst,
+			   const void *const *src, const uint64_t *len, uint32_t n)
+{
+	int ret = 0;
+
+	for (uint32_t i = 0; i < n && !ret; i++)
+		ret = host_copy(d, s, dir, dst[i], src[i], len[i]);
+	return ret;
+}
+
 static int host_spin(struct tc_dev *d, void *s, uint64_t ns)
 {
 	struct task t = { .kind = T_SPIN, .d = d, .len = ns };
@@ -325,6 +336,7 @@ const struct tc_dev_ops tc_dev_host_ops = {
 	.stream_create = host_stream_create,
 	.stream_destroy = host_stream_destroy,
 	.copy = host_copy,
+	.copy_batch = host_copy_batch,
 	.spin = host_spin,
 	.event_create = host_event_create,
 	.event_destroy = host_event_destroy,

@@ -58,8 +58,27 @@ struct tc_xev {
 	void *rec_s;			/* stream of the latest record */
 	uint8_t rec_o;			/* its tc_sorder + 1; 0: not tracked */
 	uint64_t rec_seq;		/* the record's place on that stream */
+	uint8_t cb;			/* its copy waits in a batch (tc_cbatch):
+					 * recorded when the batch goes out */
 	void *wait_s[2];		/* streams that waited ... */
 	uint32_t wait_gen[2];		/* ... for these instances */
+};
+
+/*
+ * Copies a plan issues at one access, held back to go out as one device
+ * call per stream (cache.c, "copy batches"). Their ops' events are recorded
+ * after it; anything else queued on the stream, or a look at one of those
+ * events, sends the batch out first.
+ */
+struct tc_cbatch {
+	void *s;
+	int dir;
+	uint32_t n, cap;
+	void **dst;
+	const void **src;
+	uint64_t *len;
+	struct tc_xev **ev;
+	uint32_t *id;
 };
 
 /*
@@ -240,6 +259,10 @@ struct tencache_cache {
 	/* GPU-timeline hits and stalls: probes resolved at quiesce */
 	struct tc_gprobe *gp;
 	uint32_t gp_nr, gp_cap, gp_acq;
+
+	/* copy batches (H2D, D2H), filled inside issue_at only */
+	struct tc_cbatch cb[2];
+	int cb_on, cb_err;
 
 	/* timeline of the last step */
 	int timeline_on;

@@ -206,7 +206,7 @@ static void bad_input(struct tencache *tc)
 	p.__reserved[3] = 0;
 	p.flags = 0x100;
 	T_EQ(tencache_cache_create(tc, &c, &p), -EINVAL);
-	p.flags = TENCACHE_CACHE_HOST_MODE | TENCACHE_CACHE_ISSUER << 1;	/* the next bit */
+	p.flags = TENCACHE_CACHE_HOST_MODE | TENCACHE_CACHE_NO_BATCH << 1;	/* the next bit */
 	T_EQ(tencache_cache_create(tc, &c, &p), -EINVAL);
 	p.flags = TENCACHE_CACHE_HOST_MODE;
 	p.policy = 99;

@@ -1,7 +1,7 @@
 #!/bin/bash
 # decide_smoke.sh - CI smoke test of tencache-bench decide (the acquire /
 # release decision-cost benchmark): one short run; it must finish, ours and
-# the issuer and resident variants must run from a plan (decide exits 1 otherwise), and
+# the nobatch, issuer and resident variants must run from a plan (decide exits 1 otherwise), and
 # the table must have every variant, the device calls per decision and the
 # goal line; with --call-ns also the device time per decision. Not timed: the figures
 # are the benchmark's to show, not a test's. Exit 0 pass, 1 fail.
@@ -18,18 +18,21 @@ done
 rc=$?
 cat "$out"
 [ "$rc" = 0 ] || { echo "FAIL: decide exited $rc"; exit 1; }
-for v in ours issuer resident on-demand naive; do
+for v in ours nobatch issuer resident on-demand naive; do
 	grep -qE "^$v +([0-9]+ +){4}\|" "$out" || { echo "FAIL: no figures for $v"; exit 1; }
 done
 grep -qE '^goal: .*: (PASS|FAIL)$' "$out" || { echo "FAIL: no goal line"; exit 1; }
 # the device calls per decision: ours copies and records events (a budget of
-# half the parameters evicts), and resident, with every tensor kept, copies less
+# half the parameters evicts), and resident, with every tensor kept, copies less;
+# ours batches its copies: fewer copy calls than nobatch, the same records
 awk '/^device calls per decision/ { t = 1; next }
      t && NF == 0 { t = 0 }
      t && $1 == "ours" { oc = $2; orc = $4; oa = $NF }
+     t && $1 == "nobatch" { nc = $2; nrc = $4 }
      t && $1 == "resident" { ra = $NF }
-     END { exit !(oc > 0 && orc > 0 && ra > 0 && ra < oa) }' "$out" ||
-	{ echo "FAIL: device calls per decision: none counted, or resident's not below ours"; exit 1; }
+     END { exit !(oc > 0 && orc > 0 && ra > 0 && ra < oa && oc < nc && orc == nrc) }' "$out" ||
+	{ sed -n '/^device calls/,/^$/p' "$out"
+	  echo "FAIL: device calls per decision: none counted, resident's not below ours, or ours' copies not batched"; exit 1; }
 grep -q "^device ns per decision" "$out" && { echo "FAIL: device ns printed without --call-ns"; exit 1; }
 # --call-ns: the time inside the calls, per kind: ours copies, and spends time in all of them
 "$BENCH" decide --steps 2 --call-ns > "$out" 2>&1
