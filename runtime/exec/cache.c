@@ -807,50 +807,24 @@ static int cb_flush_all(struct tencache_cache *c)
 	return r0 ?: r1;
 }
 
-static int copy_h2d(struct tencache_cache *c, struct tc_tstate *t, uint32_t id,
-		    struct tc_xev *done)
+/* Tensor t between pinned memory and the GPU arena (dir: TENCACHE_COPY_*). */
+static int copy_tensor(struct tencache_cache *c, int dir, struct tc_tstate *t, uint32_t id,
+		       struct tc_xev *done)
 {
+	int h2d = dir == TENCACHE_COPY_H2D, kind = h2d ? TC_TL_H2D : TC_TL_D2H;
+	void *s = h2d ? c->h2d : c->d2h, *gpu = gptr(c, t->goff), *pin = pptr(c, t->poff);
+	void *dst = h2d ? gpu : pin, *src = h2d ? pin : gpu;
 	int ret;
 
-	if (c->cb_on) {
-		c->st.link_bytes[0] += t->bytes;
-		return cb_add(c, &c->cb[0], c->h2d, TENCACHE_COPY_H2D, gptr(c, t->goff),
-			      pptr(c, t->poff), t->bytes, done, id);
-	}
-	ret = tc_exec_timeline_mark(c, c->h2d, TC_TL_H2D, id, 0);
-
+	c->st.link_bytes[!h2d] += t->bytes;
+	if (c->cb_on)
+		return cb_add(c, &c->cb[!h2d], s, dir, dst, src, t->bytes, done, id);
+	ret = tc_exec_timeline_mark(c, s, kind, id, 0);
 	if (!ret && c->copy_lag_ns)	/* test: a slow link (tc_exec_test_lag) */
-		ret = c->dev->ops->spin(c->dev, c->h2d, c->copy_lag_ns);
-	ret = ret ?: c->dev->ops->copy(c->dev, c->h2d, TENCACHE_COPY_H2D, gptr(c, t->goff),
-				       pptr(c, t->poff), t->bytes);
-	ret = ret ?: tc_exec_timeline_mark(c, c->h2d, TC_TL_H2D, id, 1);
-	if (!ret)
-		ret = xev_record(c, done, c->h2d);
-	c->st.link_bytes[0] += t->bytes;
-	return ret;
-}
-
-static int copy_d2h(struct tencache_cache *c, struct tc_tstate *t, uint32_t id,
-		    struct tc_xev *done)
-{
-	int ret;
-
-	if (c->cb_on) {
-		c->st.link_bytes[1] += t->bytes;
-		return cb_add(c, &c->cb[1], c->d2h, TENCACHE_COPY_D2H, pptr(c, t->poff),
-			      gptr(c, t->goff), t->bytes, done, id);
-	}
-	ret = tc_exec_timeline_mark(c, c->d2h, TC_TL_D2H, id, 0);
-
-	if (!ret && c->copy_lag_ns)	/* test: a slow link (tc_exec_test_lag) */
-		ret = c->dev->ops->spin(c->dev, c->d2h, c->copy_lag_ns);
-	ret = ret ?: c->dev->ops->copy(c->dev, c->d2h, TENCACHE_COPY_D2H, pptr(c, t->poff),
-				       gptr(c, t->goff), t->bytes);
-	ret = ret ?: tc_exec_timeline_mark(c, c->d2h, TC_TL_D2H, id, 1);
-	if (!ret)
-		ret = xev_record(c, done, c->d2h);
-	c->st.link_bytes[1] += t->bytes;
-	return ret;
+		ret = c->dev->ops->spin(c->dev, s, c->copy_lag_ns);
+	ret = ret ?: c->dev->ops->copy(c->dev, s, dir, dst, src, t->bytes);
+	ret = ret ?: tc_exec_timeline_mark(c, s, kind, id, 1);
+	return ret ?: xev_record(c, done, s);
 }
 
 /* ---- GPU-timeline hits and stalls -------------------------------------- */
@@ -955,7 +929,7 @@ static int issue_op(struct tencache_cache *c, uint32_t k)
 		ret = c->op_goff ? galloc_at(c, t, c->op_goff[k]) : galloc(c, t);
 		ret = ret ?: gfreed_wait(c, c->h2d, t->goff, t->bytes);
 		ret = ret ?: wait_deps(c, c->h2d, op);
-		ret = ret ?: copy_h2d(c, t, op->tensor, e);
+		ret = ret ?: copy_tensor(c, TENCACHE_COPY_H2D, t, op->tensor, e);
 		if (!ret)	/* on failure the on-demand path takes over: no lies */
 			t->valid |= TC_V_GPU;
 		break;
@@ -967,7 +941,7 @@ static int issue_op(struct tencache_cache *c, uint32_t k)
 		break;
 	case TC_OP_WRITEBACK:
 		ret = wait_deps(c, c->d2h, op);
-		ret = ret ?: copy_d2h(c, t, op->tensor, e);
+		ret = ret ?: copy_tensor(c, TENCACHE_COPY_D2H, t, op->tensor, e);
 		if (!ret)
 			t->valid |= TC_V_PINNED;
 		break;
@@ -1034,7 +1008,7 @@ static int od_to_pinned(struct tencache_cache *c, uint32_t id)
 		/* after the kernels that wrote it: ready is its last GPU use, on
 		 * the compute stream, which may lag far behind this thread */
 		ret = xev_stream_wait(c, c->d2h, &t->ready);
-		ret = ret ?: copy_d2h(c, t, id, &t->ready);
+		ret = ret ?: copy_tensor(c, TENCACHE_COPY_D2H, t, id, &t->ready);
 		ret = ret ?: xev_sync(c, &t->ready);
 		t->valid |= TC_V_PINNED;
 		return ret;
@@ -1135,8 +1109,8 @@ int tc_exec_stage_sync(struct tencache_cache *c, uint32_t id, int write)
 int tc_exec_copy_sync(struct tencache_cache *c, uint32_t id, int dir)
 {
 	struct tc_tstate *t = &c->t[id];
-	int ret = dir == TENCACHE_COPY_H2D ? copy_h2d(c, t, id, &t->ready)
-					   : copy_d2h(c, t, id, &t->ready);
+	int ret = copy_tensor(c, dir == TENCACHE_COPY_H2D ? TENCACHE_COPY_H2D : TENCACHE_COPY_D2H,
+			      t, id, &t->ready);
 
 	return ret ?: xev_sync(c, &t->ready);
 }
@@ -1245,7 +1219,7 @@ static int od_acquire(struct tencache_cache *c, uint32_t id, unsigned flags, voi
 		ret = ret ?: galloc(c, t);
 		/* space kept from an older, now stale copy: after its last use */
 		ret = ret ?: xev_stream_wait(c, c->h2d, &t->ready);
-		ret = ret ?: copy_h2d(c, t, id, &t->ready);
+		ret = ret ?: copy_tensor(c, TENCACHE_COPY_H2D, t, id, &t->ready);
 		if (!ret && !c->host_mode) {
 			/* GPU timeline: the copy's end against the stream's arrival
 			 * (ready is re-recorded by the op, so a pool event) */
