@@ -1086,10 +1086,14 @@ static int build_deps(const struct tc_trace *tr, const struct tinfo *ti, struct 
 					goto out;
 				if (lap == 1) {
 					op->dep_first = all.nr;
+					op->gated = 0;
 					for (uint32_t l = 0; l < d.nr; l++) {
 						/* its own previous instance is ordered by its stream */
 						if (d.v[l] == (int32_t)k)
 							continue;
+						if (op->kind == TC_OP_FETCH && d.v[l] < 0 &&
+						    (tr->acc[-(d.v[l] + 1)].flags & TC_ACC_HOST))
+							op->gated = 1;
 						if (dappend(&all, d.v[l]))
 							goto out;
 					}

@@ -171,6 +171,11 @@ struct tc_op {
 	uint32_t tensor;
 	uint8_t kind;		/* enum tc_op_kind */
 	uint8_t need_next;	/* the need access is in the next step */
+	/* FETCH of a value a host op wrote: not waited for at pos. The
+	 * executor takes its space and its stream waits at pos, and queues
+	 * the copy once the host op is done (at the latest where something
+	 * waits for the copy), so it never holds the caller or the H2D stream */
+	uint8_t gated;
 	uint32_t pos;		/* issued when the executor reaches access pos */
 	int32_t need;		/* access that waits for it, -1: none */
 	uint32_t dep_first, nr_deps; /* into plan->deps */
