@@ -536,6 +536,10 @@ struct tencache_cache_stats {
 					 * arena, planned again with more room */
 	uint64_t plan_fallbacks;	/* times ours found no layout within the
 					 * GPU budget and the ZeRO-like plan ran */
+	uint64_t held_copies;		/* prefetches of a detached host op's
+					 * output that waited for the op in the
+					 * cache while the caller and the other
+					 * copies went on */
 };
 
 TENCACHE_API int tencache_cache_create(struct tencache *tc, struct tencache_cache **cp,

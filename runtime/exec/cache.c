@@ -120,6 +120,21 @@ static int gfreed_push(struct tencache_cache *c, uint64_t off, uint64_t len,
 static struct tc_xev *dep_ev(struct tencache_cache *c, int32_t d);
 static int xev_stream_wait(struct tencache_cache *c, void *s, struct tc_xev *e);
 static int xev_done(struct tencache_cache *c, struct tc_xev *e);
+static int gate_send(struct tencache_cache *c, struct tc_xev *e, int block);
+
+/*
+ * The last users of a freed range: a held gated copy (tc_gated) is not one
+ * (it fills a range taken after the free), its recorded instance is. So
+ * its host op is not waited for here.
+ */
+static struct tc_xev *gfreed_ev(struct tencache_cache *c, int32_t d, uint8_t *gate)
+{
+	struct tc_xev *e = dep_ev(c, d);
+
+	*gate = e->gate;
+	e->gate = 0;
+	return e;
+}
 
 /* Stream s waits for the last users of every freed range [off, off+len) overlaps. */
 static int gfreed_wait(struct tencache_cache *c, void *s, uint64_t off, uint64_t len)
@@ -130,7 +145,11 @@ static int gfreed_wait(struct tencache_cache *c, void *s, uint64_t off, uint64_t
 		if (g->off >= off + len || off >= g->off + g->len)
 			continue;
 		for (uint32_t k = 0; k < g->nr_deps; k++) {
-			int ret = xev_stream_wait(c, s, dep_ev(c, g->deps[k]));
+			uint8_t gate;
+			struct tc_xev *e = gfreed_ev(c, g->deps[k], &gate);
+			int ret = xev_stream_wait(c, s, e);
+
+			e->gate = gate;
 
 			if (ret)
 				return ret;
@@ -157,9 +176,15 @@ static void gfreed_poll(struct tencache_cache *c)
 		struct tc_gfreed *g = &c->gfreed[i];
 		uint32_t k;
 
-		for (k = 0; k < g->nr_deps; k++)
-			if (xev_done(c, dep_ev(c, g->deps[k])) != 1)
+		for (k = 0; k < g->nr_deps; k++) {
+			uint8_t gate;
+			struct tc_xev *e = gfreed_ev(c, g->deps[k], &gate);
+			int done = xev_done(c, e);
+
+			e->gate = gate;
+			if (done != 1)
 				break;
+		}
 		if (k < g->nr_deps)
 			break;
 	}
@@ -299,6 +324,14 @@ static int cb_pending(const struct tencache_cache *c, const void *s)
 /* Whether device event e's latest instance is known done (no driver call). */
 static int xev_known_done(struct tencache_cache *c, struct tc_xev *e)
 {
+	if (e->gate) {	/* its copy waits for a host op: out with it if it can */
+		int ret = gate_send(c, e, 0);
+
+		if (ret && !c->cb_err)
+			c->cb_err = ret;
+		if (e->gate)
+			return 0;
+	}
 	if (e->cb) {	/* its copy still waits in a batch: out with it */
 		int ret = cb_flush_all(c);
 
@@ -371,6 +404,11 @@ static int xev_sync(struct tencache_cache *c, struct tc_xev *e)
 {
 	int ret;
 
+	if (e->gate) {
+		ret = gate_send(c, e, 1);
+		if (ret)
+			return ret;
+	}
 	if (ev_is_dev(e)) {
 		if (xev_known_done(c, e))
 			return 0;
@@ -401,6 +439,11 @@ static int xev_dev_wait(struct tencache_cache *c, void *s, struct tc_xev *e)
 {
 	int ret;
 
+	if (e->gate) {
+		ret = gate_send(c, e, 1);
+		if (ret)
+			return ret;
+	}
 	if (xev_known_done(c, e) || !xev_dev_needs_wait(e, s))
 		return 0;
 	ret = cb_flush_s(c, s);	/* a batch before the wait goes out first */
@@ -807,24 +850,115 @@ static int cb_flush_all(struct tencache_cache *c)
 	return r0 ?: r1;
 }
 
+/* len bytes of tensor id on its direction's stream; done recorded after. */
+static int copy_raw(struct tencache_cache *c, int dir, void *dst, const void *src, uint64_t len,
+		    uint32_t id, struct tc_xev *done)
+{
+	int h2d = dir == TENCACHE_COPY_H2D, kind = h2d ? TC_TL_H2D : TC_TL_D2H;
+	void *s = h2d ? c->h2d : c->d2h;
+	int ret;
+
+	c->st.link_bytes[!h2d] += len;
+	if (c->cb_on)
+		return cb_add(c, &c->cb[!h2d], s, dir, dst, src, len, done, id);
+	ret = tc_exec_timeline_mark(c, s, kind, id, 0);
+	if (!ret && c->copy_lag_ns)	/* test: a slow link (tc_exec_test_lag) */
+		ret = c->dev->ops->spin(c->dev, s, c->copy_lag_ns);
+	ret = ret ?: c->dev->ops->copy(c->dev, s, dir, dst, src, len);
+	ret = ret ?: tc_exec_timeline_mark(c, s, kind, id, 1);
+	return ret ?: xev_record(c, done, s);
+}
+
 /* Tensor t between pinned memory and the GPU arena (dir: TENCACHE_COPY_*). */
 static int copy_tensor(struct tencache_cache *c, int dir, struct tc_tstate *t, uint32_t id,
 		       struct tc_xev *done)
 {
-	int h2d = dir == TENCACHE_COPY_H2D, kind = h2d ? TC_TL_H2D : TC_TL_D2H;
-	void *s = h2d ? c->h2d : c->d2h, *gpu = gptr(c, t->goff), *pin = pptr(c, t->poff);
-	void *dst = h2d ? gpu : pin, *src = h2d ? pin : gpu;
+	void *gpu = gptr(c, t->goff), *pin = pptr(c, t->poff);
+
+	return dir == TENCACHE_COPY_H2D ? copy_raw(c, dir, gpu, pin, t->bytes, id, done)
+					: copy_raw(c, dir, pin, gpu, t->bytes, id, done);
+}
+
+/* ---- gated copies ------------------------------------------------------- */
+
+/*
+ * A gated FETCH (plan.h: the value is a host op's output) whose op still
+ * runs at the issue point does not make the caller wait for it (CUDA's
+ * stream_wait_host would) nor hold the H2D stream behind it: its space and
+ * stream waits are taken there, and the copy waits in c->gq until the op is
+ * done. The queue is polled at each issue point once a host op has finished
+ * since the last poll; anything that looks at the copy's event first sends
+ * it out, waiting for the host op if it must (xev_*). So copies of host ops'
+ * outputs go in the order the ops finish, and the others go past them.
+ */
+static int gate_issue(struct tencache_cache *c, uint32_t i)
+{
+	struct tc_gated g = c->gq[i];
+	struct tc_xev *e = &c->opev[g.k];
 	int ret;
 
-	c->st.link_bytes[!h2d] += t->bytes;
-	if (c->cb_on)
-		return cb_add(c, &c->cb[!h2d], s, dir, dst, src, t->bytes, done, id);
-	ret = tc_exec_timeline_mark(c, s, kind, id, 0);
-	if (!ret && c->copy_lag_ns)	/* test: a slow link (tc_exec_test_lag) */
-		ret = c->dev->ops->spin(c->dev, s, c->copy_lag_ns);
-	ret = ret ?: c->dev->ops->copy(c->dev, s, dir, dst, src, t->bytes);
-	ret = ret ?: tc_exec_timeline_mark(c, s, kind, id, 1);
-	return ret ?: xev_record(c, done, s);
+	memmove(c->gq + i, c->gq + i + 1, (c->gq_nr - i - 1) * sizeof(*c->gq));
+	c->gq_nr--;
+	e->gate = 0;
+	ret = copy_raw(c, TENCACHE_COPY_H2D, g.dst, g.src, g.len, g.id, e);
+	if (ret)	/* not there after all: no lies */
+		c->t[g.id].valid &= ~TC_V_GPU;
+	return ret;
+}
+
+static uint32_t gate_find(const struct tencache_cache *c, const struct tc_xev *e)
+{
+	uint32_t i = 0;
+
+	while (i < c->gq_nr && &c->opev[c->gq[i].k] != e)
+		i++;
+	return i;
+}
+
+/* e's copy goes out now, after its host op (block: wait for the op). */
+static int gate_send(struct tencache_cache *c, struct tc_xev *e, int block)
+{
+	uint32_t i = gate_find(c, e);
+
+	if (i == c->gq_nr) {
+		e->gate = 0;
+		return -EINVAL;	/* not queued: a bug */
+	}
+	if (!tc_hev_reached(c->dev, c->gq[i].h, c->gq[i].inst)) {
+		if (!block)
+			return 0;
+		tc_hev_wait(c->dev, c->gq[i].h, c->gq[i].inst);
+	}
+	return gate_issue(c, i);
+}
+
+/* The copies whose host ops are done go out (cheap when none finished). */
+static int gate_poll(struct tencache_cache *c)
+{
+	uint64_t n = __atomic_load_n(&c->det_done_n, __ATOMIC_ACQUIRE);
+	int ret = 0;
+
+	if (!c->gq_nr || n == c->gq_seen)
+		return 0;
+	c->gq_seen = n;
+	for (uint32_t i = 0; i < c->gq_nr && !ret;)
+		if (tc_hev_reached(c->dev, c->gq[i].h, c->gq[i].inst))
+			ret = gate_issue(c, i);
+		else
+			i++;
+	return ret;
+}
+
+/* Every queued copy goes out, waiting for the host ops (leaving a plan). */
+int tc_exec_gate_flush(struct tencache_cache *c)
+{
+	int ret = 0;
+
+	while (c->gq_nr && !ret) {
+		tc_hev_wait(c->dev, c->gq[0].h, c->gq[0].inst);
+		ret = gate_issue(c, 0);
+	}
+	return ret;
 }
 
 /* ---- GPU-timeline hits and stalls -------------------------------------- */
@@ -907,6 +1041,57 @@ static int wait_deps(struct tencache_cache *c, void *s, const struct tc_op *op)
 	return 0;
 }
 
+/*
+ * A gated FETCH's host dependency, if still running: *h and the instance.
+ * Its other dependencies (none from the planner) are waited for here.
+ */
+static int gate_hold(struct tencache_cache *c, uint32_t k, struct tc_tstate *t)
+{
+	const struct tc_op *op = &c->plan.ops[k];
+	struct tc_hev *h = NULL;
+
+	for (uint32_t d = 0; d < op->nr_deps; d++) {
+		struct tc_xev *x = dep_ev(c, c->plan.deps[op->dep_first + d]);
+
+		if (ev_is_dev(x) || x->pending)
+			continue;
+		if (h)
+			return 0;	/* two host ops: the caller waits, as before */
+		h = &x->h;
+	}
+	return h && !tc_hev_done(c->dev, h);
+}
+
+static int gate_queue(struct tencache_cache *c, uint32_t k, struct tc_tstate *t)
+{
+	const struct tc_op *op = &c->plan.ops[k];
+	struct tc_gated *g;
+	int ret = 0;
+
+	for (uint32_t d = 0; d < op->nr_deps && !ret; d++) {
+		struct tc_xev *x = dep_ev(c, c->plan.deps[op->dep_first + d]);
+
+		if (ev_is_dev(x) || x->pending)
+			ret = xev_stream_wait(c, c->h2d, x);
+	}
+	if (ret || (ret = TC_GROW(c->gq, c->gq_cap, c->gq_nr, 64)))
+		return ret;
+	g = &c->gq[c->gq_nr++];
+	*g = (struct tc_gated){ .k = k, .id = op->tensor, .dst = gptr(c, t->goff),
+				.src = pptr(c, t->poff), .len = t->bytes };
+	for (uint32_t d = 0; d < op->nr_deps; d++) {
+		struct tc_xev *x = dep_ev(c, c->plan.deps[op->dep_first + d]);
+
+		if (!ev_is_dev(x) && !x->pending) {
+			g->h = &x->h;
+			g->inst = tc_hev_latest(c->dev, &x->h);
+		}
+	}
+	c->opev[k].gate = 1;
+	c->st.held_copies++;
+	return 0;
+}
+
 static int issue_op(struct tencache_cache *c, uint32_t k)
 {
 	const struct tc_op *op = &c->plan.ops[k];
@@ -928,8 +1113,11 @@ static int issue_op(struct tencache_cache *c, uint32_t k)
 	case TC_OP_FETCH:
 		ret = c->op_goff ? galloc_at(c, t, c->op_goff[k]) : galloc(c, t);
 		ret = ret ?: gfreed_wait(c, c->h2d, t->goff, t->bytes);
-		ret = ret ?: wait_deps(c, c->h2d, op);
-		ret = ret ?: copy_tensor(c, TENCACHE_COPY_H2D, t, op->tensor, e);
+		if (!ret && op->gated && gate_hold(c, k, t))
+			ret = gate_queue(c, k, t);
+		else
+			ret = ret ?: wait_deps(c, c->h2d, op);
+		ret = ret ?: (e->gate ? 0 : copy_tensor(c, TENCACHE_COPY_H2D, t, op->tensor, e));
 		if (!ret)	/* on failure the on-demand path takes over: no lies */
 			t->valid |= TC_V_GPU;
 		break;
@@ -1255,8 +1443,11 @@ void tc_exec_wait_detached(struct tencache_cache *c)
 
 int tc_exec_quiesce(struct tencache_cache *c)
 {
+	int ret;
+
 	tc_exec_wait_detached(c);
-	return tc_exec_drain(c);
+	ret = tc_exec_gate_flush(c);	/* their host ops are done now */
+	return ret ?: tc_exec_drain(c);
 }
 
 /* Every copy and staging job done; detached host ops may go on. */
@@ -1301,8 +1492,13 @@ int tc_exec_drain(struct tencache_cache *c)
 	}
 	/* every user of freed GPU space is done once the streams are */
 	for (uint32_t i = 0; i < c->nr_gfreed && !ret; i++)
-		for (uint32_t k = 0; k < c->gfreed[i].nr_deps && !ret; k++)
-			ret = xev_sync(c, dep_ev(c, c->gfreed[i].deps[k]));
+		for (uint32_t k = 0; k < c->gfreed[i].nr_deps && !ret; k++) {
+			uint8_t gate;
+			struct tc_xev *e = gfreed_ev(c, c->gfreed[i].deps[k], &gate);
+
+			ret = xev_sync(c, e);
+			e->gate = gate;
+		}
 	if (!ret)
 		c->nr_gfreed = c->gfreed_poll_at = 0;
 	if (!ret)
@@ -1537,7 +1733,8 @@ static int issue_at(struct tencache_cache *c, uint32_t i)
 	c->cb_on = c->dev->ops->copy_batch && !c->timeline_on &&
 		   !(c->p.flags & TENCACHE_CACHE_NO_BATCH);
 	c->cb_err = 0;
-	ret = issue_ops_at(c, i);
+	ret = gate_poll(c);
+	ret = ret ?: issue_ops_at(c, i);
 	c->cb_on = 0;
 	fret = cb_flush_all(c);	/* also before a re-plan frees the events */
 	if (ret == -ENOMEM && c->pinned_enomem && !fret)
@@ -1630,6 +1827,15 @@ static int acquire(struct tencache_cache *c, int id, unsigned flags, void *strea
 			int copy = op->kind == TC_OP_FETCH || op->kind == TC_OP_WRITEBACK;
 			uint64_t w0;
 
+			/* a copy still held for its host op is late: out with it */
+			if (e->gate) {
+				w0 = tc_now_ns();
+				ret = gate_send(c, e, 1);
+				waited += tc_now_ns() - w0;
+				if (ret)
+					return ret;
+				hit = 0;
+			}
 			/* the one query also spares the wait of a copy found done */
 			if (copy && xev_done(c, e) != 1) {
 				if (op->kind == TC_OP_FETCH) {
@@ -1900,6 +2106,7 @@ int tencache_op_done(struct tencache_cache *c, uint64_t token)
 			tc_hev_signal(c->dev, &c->accev[i].h, tc_hev_latest(c->dev, &c->accev[i].h));
 	d->t1 = tc_now_ns();
 	__atomic_store_n(&d->done, 1, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&c->det_done_n, 1, __ATOMIC_RELEASE);
 	c->det_live--;
 	pthread_cond_broadcast(&c->dcond);
 	pthread_mutex_unlock(&c->dlock);

@@ -125,6 +125,7 @@ void tc_hev_signal(struct tc_dev *d, struct tc_hev *h, uint64_t inst);
 uint64_t tc_hev_latest(struct tc_dev *d, struct tc_hev *h);
 void tc_hev_wait(struct tc_dev *d, struct tc_hev *h, uint64_t inst);
 int tc_hev_done(struct tc_dev *d, struct tc_hev *h);
+int tc_hev_reached(struct tc_dev *d, struct tc_hev *h, uint64_t inst);	/* done up to inst */
 
 uint64_t tc_now_ns(void);
 

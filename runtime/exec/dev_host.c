@@ -70,6 +70,17 @@ void tc_hev_wait(struct tc_dev *d, struct tc_hev *h, uint64_t inst)
 	pthread_mutex_unlock(&d->hlock);
 }
 
+int tc_hev_reached(struct tc_dev *d, struct tc_hev *h, uint64_t inst)
+{
+	int done;
+
+	d = d->hdev;
+	pthread_mutex_lock(&d->hlock);
+	done = h->done >= inst;
+	pthread_mutex_unlock(&d->hlock);
+	return done;
+}
+
 int tc_hev_done(struct tc_dev *d, struct tc_hev *h)
 {
 	int done;

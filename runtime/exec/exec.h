@@ -60,6 +60,7 @@ struct tc_xev {
 	uint64_t rec_seq;		/* the record's place on that stream */
 	uint8_t cb;			/* its copy waits in a batch (tc_cbatch):
 					 * recorded when the batch goes out */
+	uint8_t gate;			/* its copy waits for a host op (tc_gated) */
 	void *wait_s[2];		/* streams that waited ... */
 	uint32_t wait_gen[2];		/* ... for these instances */
 };
@@ -121,6 +122,21 @@ struct tc_pfree {
 	uint64_t off;
 	const int32_t *deps;
 	uint32_t nr_deps;
+};
+
+/*
+ * A gated FETCH (plan.h) whose host op was still running at its issue
+ * point: its space and stream waits are taken, the copy goes out once the
+ * op is done (cache.c, "gated copies"). Its pointers are kept from the
+ * issue point: the tensor's own may change before the copy goes.
+ */
+struct tc_gated {
+	uint32_t k, id;			/* plan op, tensor */
+	void *dst;
+	const void *src;
+	uint64_t len;
+	struct tc_hev *h;		/* the host op's event ... */
+	uint64_t inst;			/* ... and the instance it waits for */
 };
 
 struct tc_gfreed {
@@ -260,6 +276,12 @@ struct tencache_cache {
 	struct tc_gprobe *gp;
 	uint32_t gp_nr, gp_cap, gp_acq;
 
+	/* gated copies waiting for their host ops; polled once one is done */
+	struct tc_gated *gq;
+	uint32_t gq_nr, gq_cap;
+	uint64_t det_done_n;		/* host ops done (atomic) ... */
+	uint64_t gq_seen;		/* ... when the queue was last polled */
+
 	/* copy batches (H2D, D2H), filled inside issue_at only */
 	struct tc_cbatch cb[2];
 	int cb_on, cb_err;
@@ -288,6 +310,7 @@ struct tencache_cache {
 int tc_exec_complete_deferred(struct tencache_cache *c, struct tc_xev *e);
 int tc_exec_quiesce(struct tencache_cache *c);
 int tc_exec_drain(struct tencache_cache *c);
+int tc_exec_gate_flush(struct tencache_cache *c);
 void tc_exec_wait_detached(struct tencache_cache *c);
 int tc_exec_od_to_pinned(struct tencache_cache *c, uint32_t id);
 int tc_exec_copy_sync(struct tencache_cache *c, uint32_t id, int dir);

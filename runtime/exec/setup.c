@@ -1002,6 +1002,7 @@ void tencache_cache_destroy(struct tencache_cache *c)
 			xev_fini(c, &c->t[i].ready);
 		tc_exec_timeline_free(c);
 		free(c->gp);
+		free(c->gq);
 		for (int i = 0; i < 2; i++) {
 			free(c->cb[i].dst); free(c->cb[i].src); free(c->cb[i].len);
 			free(c->cb[i].ev); free(c->cb[i].id);

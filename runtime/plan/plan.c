@@ -499,14 +499,30 @@ static int gpu_level_cache(const struct tc_trace *tr, const struct tc_plan_cfg *
 {
 	bool cyclic = !(cfg->flags & TC_PLAN_ACYCLIC), early = cfg->policy == TC_POLICY_OURS;
 	struct creq *rq;
-	struct cout o;
+	struct cout o = { 0 };
 	uint32_t n = ti->n;
 	int64_t lb0, prev_fetch = INT64_MIN;
+	uint8_t *hostw = NULL, *lastw = NULL;
 	int ret;
 
 	ret = gpu_requests(tr, ti, cfg->policy == TC_POLICY_OURS && st->cold_first, &rq);
 	if (ret)
 		return ret;
+	/* per request: its value was last written by a host op (a gated fetch) */
+	hostw = calloc(n, 1);
+	lastw = calloc(ti->nt ? ti->nt : 1, 1);
+	if (!hostw || !lastw) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (int lap = 0; lap < 2; lap++)
+		for (uint32_t i = 0; i < n; i++) {
+			const struct tc_access *a = &tr->acc[i];
+
+			hostw[i] = lastw[a->tensor];
+			if (a->flags & TC_ACC_WRITE)
+				lastw[a->tensor] = !!(a->flags & TC_ACC_HOST);
+		}
 	ret = cache_run(rq, n, ti->bytes, ti->nt, cfg->gpu_bytes - st->reserve_bytes,
 			cfg->policy, cyclic, &o);
 	if (ret)
@@ -577,11 +593,15 @@ static int gpu_level_cache(const struct tc_trace *tr, const struct tc_plan_cfg *
 			if (lb < lb0)
 				lb = lb0;
 			/* H2D is one FIFO stream: copies go in the order they are
-			 * needed, so an early one never blocks a more urgent one */
-			if (o.res[r] == RES_MISS && lb < prev_fetch)
+			 * needed, so an early one never blocks a more urgent one.
+			 * A gated fetch (of a host op's output) joins the stream
+			 * only once that op is done: it is out of that order */
+			bool fifo = o.res[r] == RES_MISS && !hostw[r];
+
+			if (fifo && lb < prev_fetch)
 				lb = prev_fetch;
 			p = early ? place_early(o.use, n, lb, r, delta, cfg->gpu_bytes) : r;
-			if (o.res[r] == RES_MISS)
+			if (fifo)
 				prev_fetch = p;
 			for (uint32_t k = o.vfirst[r]; k < o.vfirst[r + 1] && !ret; k++) {
 				if (o.vic[k].wb)
@@ -599,6 +619,8 @@ static int gpu_level_cache(const struct tc_trace *tr, const struct tc_plan_cfg *
 out:
 	cout_free(&o);
 	free(rq);
+	free(hostw);
+	free(lastw);
 	return ret;
 }
 

@@ -261,7 +261,8 @@ struct tc_sim_result {
 
 /* Replays nsteps (>= 2) steps of the table; reports the last one. Links are
  * FIFO streams in table order; an op starts when its deps are done, its
- * link is free and the memory it allocates has physically been freed. */
+ * link is free and the memory it allocates has physically been freed. A
+ * gated fetch starts when its deps are done, in the link's idle time. */
 int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 	       const struct tc_plan *plan, unsigned nsteps,
 	       struct tc_sim_result *res);

@@ -1,6 +1,8 @@
 /* sim.c - the CPU-only timing model: replays a plan's table over several
  * steps with one compute timeline, FIFO links (H2D, D2H, NVMe read/write)
- * and event-gated memory reuse, and reports the last (steady) step. The
+ * and event-gated memory reuse, and reports the last (steady) step. A
+ * gated fetch (of a host op's output) joins the H2D link when that op is
+ * done, out of the FIFO order: it takes the link's first idle time then. The
  * host is modelled one op ahead of the GPU: ops issued at access i start
  * no earlier than the compute of the op before i. With TC_PLAN_HOST_ASYNC
  * host ops run on a lane of their own, one at a time, from when the host
@@ -57,6 +59,64 @@ static struct fr fr_pop(struct frees *h)
 	return top;
 }
 
+/* A link's busy intervals, sorted and disjoint. */
+struct busy {
+	struct iv { uint64_t a, b; } *v;
+	uint32_t nr, cap;
+};
+
+/*
+ * Puts dur ns of transfer on the link from t on, into its idle time (a copy
+ * queued out of order shares the link with the others); *end is when it
+ * is done. Intervals ending by floor (no op starts earlier) are forgotten.
+ */
+static int busy_place(struct busy *l, uint64_t t, uint64_t dur, uint64_t floor, uint64_t *end)
+{
+	uint32_t i = 0, k = 0;
+
+	while (k < l->nr && l->v[k].b <= floor)
+		k++;
+	memmove(l->v, l->v + k, (l->nr - k) * sizeof(*l->v));
+	l->nr -= k;
+	while (dur) {
+		uint64_t take;
+
+		while (i < l->nr && l->v[i].b <= t)
+			i++;
+		if (i < l->nr && l->v[i].a <= t) {	/* busy at t */
+			t = l->v[i].b;
+			continue;
+		}
+		take = i < l->nr && l->v[i].a - t < dur ? l->v[i].a - t : dur;
+		if (i > 0 && l->v[i - 1].b == t) {
+			l->v[i - 1].b = t + take;
+		} else {
+			if (l->nr == l->cap) {
+				uint32_t nc = l->cap ? l->cap * 2 : 64;
+				struct iv *nv = realloc(l->v, nc * sizeof(*nv));
+
+				if (!nv)
+					return -ENOMEM;
+				l->v = nv;
+				l->cap = nc;
+			}
+			memmove(l->v + i + 1, l->v + i, (l->nr - i) * sizeof(*l->v));
+			l->v[i] = (struct iv){ t, t + take };
+			l->nr++;
+			i++;
+		}
+		if (i < l->nr && l->v[i - 1].b == l->v[i].a) {	/* closes a gap */
+			l->v[i - 1].b = l->v[i].b;
+			memmove(l->v + i, l->v + i + 1, (l->nr - i - 1) * sizeof(*l->v));
+			l->nr--;
+		}
+		t += take;
+		dur -= take;
+	}
+	*end = t;
+	return 0;
+}
+
 struct tier {
 	uint64_t used, cap, peak;
 	struct frees f;
@@ -94,6 +154,7 @@ int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 	};
 	struct tier gpu = { 0 }, pin = { 0 };
 	uint64_t *op_end, *acc_end, *held = NULL, link_free[TC_LINK_NR] = { 0 };
+	struct busy lk[TC_LINK_NR] = { 0 };
 	uint64_t now = 0, step_start = 0, busy[TC_LINK_NR] = { 0 };
 	uint32_t n, opstart = 0;
 	uint64_t wait_max = 0, opready = 0, issue = 0, host_free = 0, blocked = 0;
@@ -156,9 +217,12 @@ int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 				if (l >= 0) {
 					uint64_t dur = cfg->link_lat_ns + (uint64_t)(b / cfg->bw[l] * 1e9);
 
-					at = ready > link_free[l] ? ready : link_free[l];
-					op_end[k] = at + dur;
-					link_free[l] = op_end[k];
+					at = ready > link_free[l] || op->gated ? ready : link_free[l];
+					ret = busy_place(&lk[l], at, dur, issue, &op_end[k]);
+					if (ret)
+						break;
+					if (!op->gated)
+						link_free[l] = op_end[k];
 					if (last) {
 						res->link_bytes[l] += b;
 						busy[l] += dur;
@@ -230,6 +294,8 @@ out:
 	free(op_end);
 	free(acc_end);
 	free(held);
+	for (int l = 0; l < TC_LINK_NR; l++)
+		free(lk[l].v);
 	free(gpu.f.v);
 	free(pin.f.v);
 	return ret;
