@@ -1443,9 +1443,10 @@ int bench_replay(int argc, char **argv)
 		fmt_bytes(b2, sizeof(b2), cp.nvme_budget);
 		printf("; pinned %s, NVMe %s at %s", b1, b2, o.nvme);
 	}
-	printf("\n  links (GB/s): H2D %.1f, D2H %.1f, NVMe read %.1f, write %.1f: %s\n",
-	       bw[0] / 1e9, bw[1] / 1e9, bw[2] / 1e9, bw[3] / 1e9, bw_src);
 	plan_cfg(&cp, bw, TC_POLICY_OURS, o.gen.opt_overlap, &pcfg);
+	printf("\n  links (GB/s): H2D %.1f, D2H %.1f (both at once %.1f in the model), NVMe read %.1f, "
+	       "write %.1f: %s\n", bw[0] / 1e9, bw[1] / 1e9, pcfg.duplex_bw / 1e9, bw[2] / 1e9,
+	       bw[3] / 1e9, bw_src);
 	if (o.gen.opt_overlap) {
 		ret = pick_overlap(&o, &m, &pcfg, &tr);
 		if (ret) {

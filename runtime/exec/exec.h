@@ -208,6 +208,7 @@ struct tencache_cache {
 	struct tencache_stage *stage;
 	int nvme_fd;
 	double bw[4];
+	double duplex_bw;	/* H2D + D2H both at once; 0: the planner's figure */
 
 	/* staging worker */
 	pthread_t sthread;

@@ -70,6 +70,33 @@ static int calibrate(struct tencache_cache *c, uint64_t pool_bytes)
 		if (!ret)
 			c->bw[dir] = ns ? len * 1e9 / ns : 1e12;
 	}
+	/* both directions at once: PCIe moves less than the two together */
+	if (!ret && len >= 2 * 4096 && !(c->p.bw[0] > 0) && !(c->p.bw[1] > 0)) {
+		uint64_t half = len / 2 & ~4095ULL, ns2 = 0;
+		void *a2 = NULL, *b2 = NULL;
+
+		ret = c->dev->ops->event_create(c->dev, 1, &a2);
+		ret = ret ?: c->dev->ops->event_create(c->dev, 1, &b2);
+		ret = ret ?: c->dev->ops->record(c->dev, a, c->h2d);
+		ret = ret ?: c->dev->ops->record(c->dev, a2, c->d2h);
+		ret = ret ?: c->dev->ops->copy(c->dev, c->h2d, TENCACHE_COPY_H2D, c->dev->base,
+					       (void *)c->pbase, half);
+		ret = ret ?: c->dev->ops->copy(c->dev, c->d2h, TENCACHE_COPY_D2H,
+					       (char *)c->pbase + half,
+					       (char *)c->dev->base + half, half);
+		ret = ret ?: c->dev->ops->record(c->dev, b, c->h2d);
+		ret = ret ?: c->dev->ops->record(c->dev, b2, c->d2h);
+		ret = ret ?: c->dev->ops->sync(c->dev, b);
+		ret = ret ?: c->dev->ops->sync(c->dev, b2);
+		ret = ret ?: c->dev->ops->elapsed(c->dev, a, b, &ns);
+		ret = ret ?: c->dev->ops->elapsed(c->dev, a2, b2, &ns2);
+		if (!ret && (ns > ns2 ? ns : ns2))
+			c->duplex_bw = 2.0 * half * 1e9 / (ns > ns2 ? ns : ns2);
+		if (a2)
+			c->dev->ops->event_destroy(c->dev, a2);
+		if (b2)
+			c->dev->ops->event_destroy(c->dev, b2);
+	}
 	for (int l = 2; l < 4 && !ret; l++) {
 		struct tencache_stage_cqe cqe;
 		uint64_t t0;
@@ -91,6 +118,8 @@ static int calibrate(struct tencache_cache *c, uint64_t pool_bytes)
 		c->dev->ops->event_destroy(c->dev, a);
 	if (b)
 		c->dev->ops->event_destroy(c->dev, b);
+	if (!ret && c->duplex_bw > 0)
+		tc_info(c->tc, "cache: H2D + D2H at once %.1f GB/s (measured)", c->duplex_bw / 1e9);
 	for (int l = 0; l < 4 && !ret; l++)
 		tc_info(c->tc, "cache: %s %.1f GB/s (%s)", link_names[l], c->bw[l] / 1e9,
 			c->p.bw[l] > 0 ? "given" : l >= 2 && !c->swap ? "no NVMe tier: unused" :
@@ -630,6 +659,8 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 	cfg.nvme_bytes = c->swap ? c->p.nvme_budget : 0;
 	for (int l = 0; l < 4; l++)
 		cfg.bw[l] = c->bw[l];
+	if (c->duplex_bw > 0)
+		cfg.duplex_bw = c->duplex_bw;
 	cfg.policy = (enum tc_policy)c->p.policy;
 	/* ours found no layout for this trace before, and a re-plan only has
 	 * less room: straight to the fallback */

@@ -1210,6 +1210,7 @@ void tc_plan_cfg_default(struct tc_plan_cfg *cfg)
 	cfg->bw[TC_LINK_D2H] = 50e9;
 	cfg->bw[TC_LINK_NVME_RD] = 7e9;
 	cfg->bw[TC_LINK_NVME_WR] = 5e9;
+	cfg->duplex_bw = 85e9;	/* 82-90 GB/s measured both ways at once */
 	cfg->link_lat_ns = 10000;
 	cfg->policy = TC_POLICY_OURS;
 	cfg->zero_bucket_bytes = 100000000ull;
@@ -1260,6 +1261,8 @@ static int cfg_check(const struct tc_plan_cfg *cfg)
 	for (int l = 0; l < TC_LINK_NR; l++)
 		if (!(cfg->bw[l] > 0) && (cfg->nvme_bytes || l < TC_LINK_NVME_RD))
 			return -EINVAL;
+	if (!(cfg->duplex_bw >= 0))
+		return -EINVAL;
 	return 0;
 }
 

@@ -137,6 +137,9 @@ enum tc_link { TC_LINK_H2D, TC_LINK_D2H, TC_LINK_NVME_RD, TC_LINK_NVME_WR, TC_LI
 struct tc_plan_cfg {
 	uint64_t gpu_bytes, pinned_bytes, nvme_bytes; /* nvme 0: no NVMe tier */
 	double bw[TC_LINK_NR];	/* bytes per second */
+	/* H2D + D2H together when both directions run at once (PCIe loses
+	 * to duplex overhead); 0: the two are independent */
+	double duplex_bw;
 	uint64_t link_lat_ns;	/* fixed cost per copy */
 	enum tc_policy policy;
 	unsigned flags;		/* TC_PLAN_* */

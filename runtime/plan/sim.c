@@ -2,7 +2,9 @@
  * steps with one compute timeline, FIFO links (H2D, D2H, NVMe read/write)
  * and event-gated memory reuse, and reports the last (steady) step. A
  * gated fetch (of a host op's output) joins the H2D link when that op is
- * done, out of the FIFO order: it takes the link's first idle time then. The
+ * done, out of the FIFO order: it takes the link's first idle time then.
+ * Where H2D and D2H overlap, together they move cfg->duplex_bw: the copy
+ * placed later runs at what is left of the other direction's rate. The
  * host is modelled one op ahead of the GPU: ops issued at access i start
  * no earlier than the compute of the op before i. With TC_PLAN_HOST_ASYNC
  * host ops run on a lane of their own, one at a time, from when the host
@@ -66,11 +68,59 @@ struct busy {
 };
 
 /*
+ * Wall time from t on, up to lim, for work ns of transfer where the other
+ * direction's busy intervals (o; NULL: none) slow it to rate f; *done is
+ * the work it got through.
+ */
+static uint64_t duplex_span(const struct busy *o, double f, uint64_t t, uint64_t lim,
+			    uint64_t work, uint64_t *done)
+{
+	uint64_t t0 = t, left = work;
+	uint32_t j = 0;
+
+	if (!o || f >= 1) {
+		*done = lim - t < work ? lim - t : work;
+		return *done;
+	}
+	while (left && t < lim) {
+		uint64_t e, w;
+
+		while (j < o->nr && o->v[j].b <= t)
+			j++;
+		if (j < o->nr && o->v[j].a <= t) {	/* both at once */
+			e = o->v[j].b < lim ? o->v[j].b : lim;
+			w = (uint64_t)((e - t) * f);
+			if (w >= left) {
+				t += (uint64_t)(left / f);
+				left = 0;
+				break;
+			}
+		} else {
+			e = j < o->nr && o->v[j].a < lim ? o->v[j].a : lim;
+			w = e - t;
+			if (w >= left) {
+				t += left;
+				left = 0;
+				break;
+			}
+		}
+		left -= w;
+		t = e;
+	}
+	if (t > lim)
+		t = lim;
+	*done = work - left;
+	return t - t0;
+}
+
+/*
  * Puts dur ns of transfer on the link from t on, into its idle time (a copy
  * queued out of order shares the link with the others); *end is when it
- * is done. Intervals ending by floor (no op starts earlier) are forgotten.
+ * is done. Where the other direction (o) is busy, it moves at rate f. Its
+ * intervals ending by floor (no op starts earlier) are forgotten.
  */
-static int busy_place(struct busy *l, uint64_t t, uint64_t dur, uint64_t floor, uint64_t *end)
+static int busy_place(struct busy *l, const struct busy *o, double f, uint64_t t, uint64_t dur,
+		      uint64_t floor, uint64_t *end)
 {
 	uint32_t i = 0, k = 0;
 
@@ -79,7 +129,7 @@ static int busy_place(struct busy *l, uint64_t t, uint64_t dur, uint64_t floor, 
 	memmove(l->v, l->v + k, (l->nr - k) * sizeof(*l->v));
 	l->nr -= k;
 	while (dur) {
-		uint64_t take;
+		uint64_t take, done;
 
 		while (i < l->nr && l->v[i].b <= t)
 			i++;
@@ -87,7 +137,7 @@ static int busy_place(struct busy *l, uint64_t t, uint64_t dur, uint64_t floor, 
 			t = l->v[i].b;
 			continue;
 		}
-		take = i < l->nr && l->v[i].a - t < dur ? l->v[i].a - t : dur;
+		take = duplex_span(o, f, t, i < l->nr ? l->v[i].a : UINT64_MAX, dur, &done);
 		if (i > 0 && l->v[i - 1].b == t) {
 			l->v[i - 1].b = t + take;
 		} else {
@@ -111,7 +161,7 @@ static int busy_place(struct busy *l, uint64_t t, uint64_t dur, uint64_t floor, 
 			l->nr--;
 		}
 		t += take;
-		dur -= take;
+		dur -= done;
 	}
 	*end = t;
 	return 0;
@@ -159,6 +209,7 @@ int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 	uint32_t n, opstart = 0;
 	uint64_t wait_max = 0, opready = 0, issue = 0, host_free = 0, blocked = 0;
 	bool async = cfg && (cfg->flags & TC_PLAN_HOST_ASYNC);
+	double f[2] = { 1, 1 };
 	int ret = 0;
 
 	if (!tr || !cfg || !pl || !res || nsteps < 2 || pl->nr_acc != tr->nr_acc ||
@@ -174,6 +225,12 @@ int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 		ret = -ENOMEM;
 		goto out;
 	}
+	/* the copy placed later gets what duplex leaves of the other's rate */
+	if (cfg->duplex_bw > 0)
+		for (int l = 0; l < 2; l++) {
+			f[l] = (cfg->duplex_bw - cfg->bw[!l]) / cfg->bw[l];
+			f[l] = f[l] > 1 ? 1 : f[l] < 0.05 ? 0.05 : f[l];
+		}
 	gpu.cap = cfg->gpu_bytes;
 	pin.cap = cfg->nvme_bytes ? cfg->pinned_bytes : UINT64_MAX;
 	for (uint32_t t = 0; t < tr->nr_tensors; t++) {
@@ -218,7 +275,8 @@ int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 					uint64_t dur = cfg->link_lat_ns + (uint64_t)(b / cfg->bw[l] * 1e9);
 
 					at = ready > link_free[l] || op->gated ? ready : link_free[l];
-					ret = busy_place(&lk[l], at, dur, issue, &op_end[k]);
+					ret = busy_place(&lk[l], l < 2 ? &lk[!l] : NULL, l < 2 ? f[l] : 1,
+							 at, dur, issue, &op_end[k]);
 					if (ret)
 						break;
 					if (!op->gated)
