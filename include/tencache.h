@@ -540,6 +540,14 @@ struct tencache_cache_stats {
 					 * output that waited for the op in the
 					 * cache while the caller and the other
 					 * copies went on */
+	/*
+	 * The plan running now (0 without one): the GPU bytes it was made
+	 * for (less than gpu_budget by the room kept for the arena's
+	 * fragmentation), and per step its GPU reads and how many of them
+	 * it keeps resident (its hit rate, before any copy is late).
+	 */
+	uint64_t plan_gpu_bytes;
+	uint64_t plan_reads, plan_hits;
 };
 
 TENCACHE_API int tencache_cache_create(struct tencache *tc, struct tencache_cache **cp,

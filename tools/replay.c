@@ -86,6 +86,8 @@ struct result {
 	uint64_t gpu_hits, gpu_stall_ns;		/* the same on the compute's clock */
 	uint64_t link_bytes[TC_LINK_NR];		/* per measured step */
 	uint64_t planned_steps, reprofiles, replans, plan_fallbacks, gpu_peak;
+	uint64_t exec_plan_gpu;		/* the GPU bytes the cache's plan was made for */
+	double exec_plan_hit;		/* that plan's hit rate */
 	double decision_ns;		/* per acquire/release decision */
 	/* the planner's view */
 	int plan_err;
@@ -934,6 +936,12 @@ static int run_policy(struct tencache *tc, const struct opts *o, const struct tc
 	r->replans = s1.replans;
 	r->plan_fallbacks = s1.plan_fallbacks;
 	r->gpu_peak = s1.gpu_bytes_peak;
+	r->exec_plan_gpu = s1.plan_gpu_bytes;
+	r->exec_plan_hit = s1.plan_reads ? (double)s1.plan_hits / s1.plan_reads : 0;
+	if (s1.plan_gpu_bytes)
+		fprintf(stderr, "  %-9s its plan: %.2f%% hits, made for %.1f%% of the GPU budget "
+			"(the rest: room for the arena's fragmentation)\n", name,
+			100 * r->exec_plan_hit, 100.0 * s1.plan_gpu_bytes / cp.gpu_budget);
 	r->decision_ns = s1.decisions ? (double)s1.decision_ns / s1.decisions : 0;
 	if (timeline) {
 		ret = tencache_cache_timeline(c, o->timeline);
@@ -1009,8 +1017,8 @@ static void print_table(const struct opts *o, const struct result *res)
 			       r->bound_ns ? (double)r->step_mean_ns / r->bound_ns : 0,
 			       r->acquires ? 100.0 * r->hits / r->acquires : 100.0,
 			       r->acquires ? 100.0 * r->gpu_hits / r->acquires : 100.0);
-			if (!r->plan_err)
-				printf(" %7.2f", 100 * r->plan_hit);
+			if (r->exec_plan_gpu)
+				printf(" %7.2f", 100 * r->exec_plan_hit);
 			else
 				printf(" %7s", "-");
 			printf(" %9.2f %9.2f %5llu", r->stall_ns / 1e6, r->gpu_stall_ns / 1e6,
@@ -1037,9 +1045,10 @@ static void print_table(const struct opts *o, const struct result *res)
 	       "max(compute, busiest link's measured bytes / bandwidth)%s; hit: GPU acquires found\n"
 	       "resident and their copies done when acquire ran (the CPU's clock); gpu: the same\n"
 	       "on the compute stream's clock (copies done when the stream got there); plan: the\n"
-	       "planned hit rate of the policy (reads needing data); stall: host time acquire\n"
-	       "waited (host mode, host ops); gpu stl: time the compute waited for copies on its\n"
-	       "own clock (host mode: the same as stall).\n", o->steps,
+	       "hit rate of the plan the cache ran (reads needing data; made for less than the\n"
+	       "budget where its layout needed room, see 'its plan' above; the model's is in the\n"
+	       "JSON); stall: host time acquire waited (host mode, host ops); gpu stl: time the\n"
+	       "compute waited for copies on its own clock (host mode: the same as stall).\n", o->steps,
 	       o->gen.opt_overlap ? "\n(--overlap: compute is the GPU's or the host ops', the busier)" : "");
 }
 
@@ -1160,6 +1169,8 @@ static cJSON *result_json(int argc, char **argv, const struct opts *o,
 			cJSON_AddNumberToObject(p, "reprofiles", (double)r->reprofiles);
 			cJSON_AddNumberToObject(p, "replans", (double)r->replans);
 			cJSON_AddNumberToObject(p, "plan_fallbacks", (double)r->plan_fallbacks);
+			cJSON_AddNumberToObject(p, "exec_plan_gpu_bytes", (double)r->exec_plan_gpu);
+			cJSON_AddNumberToObject(p, "exec_plan_hit_rate", r->exec_plan_hit);
 			cJSON_AddNumberToObject(p, "gpu_bytes_peak", (double)r->gpu_peak);
 			cJSON_AddNumberToObject(p, "decision_ns", r->decision_ns);
 			cJSON_AddNumberToObject(p, "bound_ns", (double)r->bound_ns);

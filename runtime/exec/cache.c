@@ -2231,5 +2231,10 @@ int tencache_cache_stats(struct tencache_cache *c, struct tencache_cache_stats *
 		st->link_bw[l] = c->bw[l];
 	if (c->garena && !tencache_arena_stats(c->garena, &as))
 		st->gpu_bytes_peak = as.high_water;
+	if (c->have_plan) {
+		st->plan_gpu_bytes = c->plan_gpu_bytes;
+		st->plan_reads = c->plan.st.reads;
+		st->plan_hits = c->plan.st.hits;
+	}
 	return 0;
 }

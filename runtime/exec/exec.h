@@ -209,6 +209,7 @@ struct tencache_cache {
 	int nvme_fd;
 	double bw[4];
 	double duplex_bw;	/* H2D + D2H both at once; 0: the planner's figure */
+	uint64_t plan_gpu_bytes;	/* the GPU bytes the plan was made for */
 
 	/* staging worker */
 	pthread_t sthread;

@@ -756,6 +756,7 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 			b1);
 	}
 	c->have_plan = 1;
+	c->plan_gpu_bytes = cfg.gpu_bytes;
 	c->opev = calloc(c->plan.nr_ops + 1, sizeof(*c->opev));
 	c->accev = calloc(c->trace.nr_acc + 1, sizeof(*c->accev));
 	if (!c->opev || !c->accev)

@@ -85,6 +85,10 @@ if ours.get("ok"):
     hit = ours["hits"] / ours["acquires"]
     print("ours: hit rate %.4f (%d/%d), planned %.4f, Belady %.4f" %
           (hit, ours["hits"], ours["acquires"], ours["model"].get("hit_rate", -1), belady))
+    # host mode: the cache delivers the hits of the plan it ran, no fewer
+    ep = ours.get("exec_plan_hit_rate", -1)
+    check(ours.get("exec_plan_gpu_bytes", 0) > 0 and abs(hit - ep) < 1e-9,
+          "ours' hit rate %.4f differs from its plan's %.4f" % (hit, ep))
     if goal == "belady":
         check(abs(hit - belady) < 1e-9, "ours' GPU hit rate %.4f is not the Belady optimum %.4f "
               "for the budget (the planner's own plan: %.4f)" % (hit, belady,
