@@ -68,6 +68,7 @@ struct opts {
 	bool host, have_bw, have_batch, pol[NR_POL];
 	uint32_t overlap_layers;	/* --overlap-layers */
 	bool model_only;		/* --model-only: the timing model, no replay */
+	bool verbose;			/* --verbose: the cache's info lines */
 	bool have_overlap_layers;
 	double bw[TC_LINK_NR];	/* B/s */
 };
@@ -156,7 +157,8 @@ static int usage(void)
 "output:\n"
 "  -o, --out PATH      JSON result\n"
 "  --timeline PATH     Perfetto (Chrome trace JSON) timeline of our policy's run\n"
-"  --plot PATH         PNG plot (python3 + matplotlib, tools/plot_replay.py)\n",
+"  --plot PATH         PNG plot (python3 + matplotlib, tools/plot_replay.py)\n"
+"  --verbose           the cache's info lines too (calibration, planning, layout)\n",
 		DEF_HIDDEN, DEF_VOCAB, DEF_BATCH);
 	return 2;
 }
@@ -280,7 +282,7 @@ enum {
 	O_MODEL = 256, O_LAYERS, O_HIDDEN, O_VOCAB, O_BATCH, O_SEQ, O_TFLOPS, O_ADAM,
 	O_GPU_ADAM, O_GPU_BUDGET, O_PINNED_BUDGET, O_NVME_BUDGET, O_NVME, O_BW, O_HOST,
 	O_POLICIES, O_TABLE, O_STEPS, O_WARMUP, O_PROFILE, O_TIMELINE, O_PLOT, O_TIME_LIMIT,
-	O_OVERLAP, O_OVERLAP_LAYERS, O_MODEL_ONLY,
+	O_OVERLAP, O_OVERLAP_LAYERS, O_MODEL_ONLY, O_VERBOSE,
 };
 
 static int parse_opts(int argc, char **argv, struct opts *o)
@@ -293,6 +295,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "gpu-adam", 0, 0, O_GPU_ADAM }, { "gpu-budget", 1, 0, O_GPU_BUDGET },
 		{ "overlap", 0, 0, O_OVERLAP }, { "overlap-layers", 1, 0, O_OVERLAP_LAYERS },
 		{ "model-only", 0, 0, O_MODEL_ONLY },
+		{ "verbose", 0, 0, O_VERBOSE },
 		{ "pinned-budget", 1, 0, O_PINNED_BUDGET }, { "nvme-budget", 1, 0, O_NVME_BUDGET },
 		{ "nvme", 1, 0, O_NVME }, { "bw", 1, 0, O_BW }, { "host", 0, 0, O_HOST },
 		{ "policies", 1, 0, O_POLICIES }, { "table", 1, 0, O_TABLE },
@@ -326,6 +329,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case O_GPU_ADAM: o->gen.opt_on_gpu = true; break;
 		case O_OVERLAP: o->gen.opt_overlap = true; break;
 		case O_MODEL_ONLY: o->model_only = true; break;
+		case O_VERBOSE: o->verbose = true; break;
 		case O_OVERLAP_LAYERS:
 			bad = parse_range(optarg, 0, 100000, &o->overlap_layers);
 			o->have_overlap_layers = true;
@@ -1393,7 +1397,7 @@ int bench_replay(int argc, char **argv)
 		host = false;
 	} else {
 		tp.flags = o.host ? TENCACHE_F_NO_CUDA : 0;
-		tp.log_level = TENCACHE_LOG_WARN;
+		tp.log_level = o.verbose ? TENCACHE_LOG_INFO : TENCACHE_LOG_WARN;
 		ret = tencache_init(&tc, &tp);
 		if (ret) {
 			fail("tencache_init", ret);
