@@ -1730,7 +1730,7 @@ static int issue_at(struct tencache_cache *c, uint32_t i)
 	int ret, fret;
 
 	c->issued_to = i + 1;
-	c->cb_on = c->dev->ops->copy_batch && !c->timeline_on &&
+	c->cb_on = c->dev->ops->copy_batch && !c->timeline_on && !c->batch_off &&
 		   !(c->p.flags & TENCACHE_CACHE_NO_BATCH);
 	c->cb_err = 0;
 	ret = gate_poll(c);

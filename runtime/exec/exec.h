@@ -287,6 +287,7 @@ struct tencache_cache {
 	/* copy batches (H2D, D2H), filled inside issue_at only */
 	struct tc_cbatch cb[2];
 	int cb_on, cb_err;
+	int batch_off;		/* single copies cost less here (batch_probe) */
 
 	/* timeline of the last step */
 	int timeline_on;
