@@ -444,8 +444,12 @@ int tc_model_trace(const struct tc_model *m, const struct tc_gen_cfg *g, struct 
 		for (uint32_t i = 0; i < nl; i++)
 			acc(&G, G.p[lp[l] + i].grad, TC_PHASE_BWD, TC_ACC_WRITE, 0);
 		acc(&G, act[l], TC_PHASE_BWD, TC_ACC_READ | TC_ACC_END, flops_ns(g, 3 * layer_flops));
-		for (uint32_t i = 0; l >= split && g->opt_overlap && !g->opt_on_gpu && i < nl; i++)
-			adam_op(&G, lp[l] + i);
+		/* a layer's Adam goes after the next layer's backward: the
+		 * caller, which waits there for the gradients' copies, has
+		 * queued that backward first, so the GPU goes on meanwhile */
+		for (uint32_t i = 0; l + 1 < L && l + 1 >= split && g->opt_overlap &&
+				     !g->opt_on_gpu && i < nl; i++)
+			adam_op(&G, lp[l + 1] + i);
 	}
 	/* embedding (and positions) gradient; the tied head's grad is accumulated here */
 	acc(&G, G.p[op0].grad, TC_PHASE_BWD, TC_ACC_WRITE, 0);
@@ -463,7 +467,8 @@ int tc_model_trace(const struct tc_model *m, const struct tc_gen_cfg *g, struct 
 
 		for (uint32_t i = 0; i < o1; i++)
 			adam_op(&G, op0 + i);
-		for (uint32_t l = 0; l < split; l++)
+		/* layer 0 has no later backward to wait behind */
+		for (uint32_t l = 0; l < (split ? split : 1); l++)
 			for (uint32_t i = 0; i < nl; i++)
 				adam_op(&G, lp[l] + i);
 		for (uint32_t i = o1; i < no; i++)

@@ -311,6 +311,10 @@ int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 			if ((a->flags & TC_ACC_END) && async && (a->flags & TC_ACC_HOST)) {
 				uint64_t st = opready > issue ? opready : issue;
 
+				/* the caller's acquires waited for the op's copies */
+				if (opready > blocked)
+					blocked = opready;
+
 				if (host_free > st)
 					st = host_free;
 				if (blocked > st)
