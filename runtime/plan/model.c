@@ -13,6 +13,10 @@
 
 #include "plan/plan.h"
 
+/* --overlap: a layer's Adam op waits behind this many later layers'
+ * backward (more: the host starts later; the timing model's best is 1) */
+#define ADAM_LAG 1u
+
 static const struct tc_model builtins[] = {
 	{ "opt-1.3b", TC_ARCH_OPT, 1, 0, 50272, 2048, 24, 32, 32, 8192, 2048 },
 	{ "opt-6.7b", TC_ARCH_OPT, 1, 0, 50272, 4096, 32, 32, 32, 16384, 2048 },
@@ -444,12 +448,12 @@ int tc_model_trace(const struct tc_model *m, const struct tc_gen_cfg *g, struct 
 		for (uint32_t i = 0; i < nl; i++)
 			acc(&G, G.p[lp[l] + i].grad, TC_PHASE_BWD, TC_ACC_WRITE, 0);
 		acc(&G, act[l], TC_PHASE_BWD, TC_ACC_READ | TC_ACC_END, flops_ns(g, 3 * layer_flops));
-		/* a layer's Adam goes after the next layer's backward: the
+		/* a layer's Adam goes ADAM_LAG layers' backward later: the
 		 * caller, which waits there for the gradients' copies, has
-		 * queued that backward first, so the GPU goes on meanwhile */
-		for (uint32_t i = 0; l + 1 < L && l + 1 >= split && g->opt_overlap &&
+		 * queued those backwards first, so the GPU goes on meanwhile */
+		for (uint32_t i = 0; l + ADAM_LAG < L && l + ADAM_LAG >= split && g->opt_overlap &&
 				     !g->opt_on_gpu && i < nl; i++)
-			adam_op(&G, lp[l + 1] + i);
+			adam_op(&G, lp[l + ADAM_LAG] + i);
 	}
 	/* embedding (and positions) gradient; the tied head's grad is accumulated here */
 	acc(&G, G.p[op0].grad, TC_PHASE_BWD, TC_ACC_WRITE, 0);
@@ -467,8 +471,8 @@ int tc_model_trace(const struct tc_model *m, const struct tc_gen_cfg *g, struct 
 
 		for (uint32_t i = 0; i < o1; i++)
 			adam_op(&G, op0 + i);
-		/* layer 0 has no later backward to wait behind */
-		for (uint32_t l = 0; l < (split ? split : 1); l++)
+		/* layers below ADAM_LAG have no backward that late to wait behind */
+		for (uint32_t l = 0; l < L && (l < split || l < ADAM_LAG); l++)
 			for (uint32_t i = 0; i < nl; i++)
 				adam_op(&G, lp[l] + i);
 		for (uint32_t i = o1; i < no; i++)
