@@ -213,6 +213,156 @@ static void mutants(void)
 	tc_trace_free(&tr);
 }
 
+/* ---- gated fetches: held for their host op, sent once it is done ------ */
+
+struct gcount {
+	unsigned gated, hdep, hdep_found, wait, wait_found, nwait, nwait_found;
+	unsigned odep, odep_found;
+};
+
+/* *slot pointed at DROP drop (no wait): 1 when the checker finds it */
+static int gmutant(const struct tc_trace *tr, struct tc_plan *pl, uint64_t budget, int32_t *slot,
+		   int32_t drop, const char *what, uint32_t k)
+{
+	int32_t save = *slot;
+	char err[512];
+	int r;
+
+	*slot = drop;
+	r = hb(tr, pl, budget, true, true, err, sizeof(err));
+	*slot = save;
+	if (getenv("HB_VERBOSE"))
+		printf("gated %s: op %u (t%u) on %d: %d %s\n", what, k, pl->ops[k].tensor, save, r,
+		       r ? err : "");
+	T_CHECK(r == 0 || r == 1, "gated %s op %u: %d", what, k, r);
+	return r == 1;
+}
+
+/* plans tr, proves it ordered, then removes the edges of its gated fetches */
+static void gated_plan(const struct tc_trace *tr, struct tc_plan_cfg *cfg, const char *what,
+		       struct gcount *n)
+{
+	struct tc_plan pl;
+	char err[512];
+	uint32_t drop;
+	int ret;
+
+	ret = tc_plan_build(tr, cfg, &pl);
+	T_CHECK(ret == 0, "%s: build %d", what, ret);
+	if (ret)
+		return;
+	ret = hb(tr, &pl, cfg->gpu_bytes, true, true, err, sizeof(err));
+	T_CHECK(ret == 0, "%s: %s", what, err);
+	for (drop = 0; drop < pl.nr_ops && pl.ops[drop].kind != TC_OP_DROP; drop++)
+		;
+	T_CHECK(drop < pl.nr_ops, "%s: no DROP in the plan", what);
+	for (uint32_t k = 0; k < pl.nr_ops && drop < pl.nr_ops && !ret; k++) {
+		const struct tc_op *op = &pl.ops[k];
+
+		n->gated += op->gated;
+		for (uint32_t d = 0; d < op->nr_deps; d++) {
+			int32_t *dep = &pl.deps[op->dep_first + d];
+
+			if (op->gated && *dep < 0 && (tr->acc[-(*dep + 1)].flags & TC_ACC_HOST)) {
+				n->hdep++;	/* the host op that wrote its source */
+				n->hdep_found += gmutant(tr, &pl, cfg->gpu_bytes, dep, drop,
+							 "host dep", k);
+			} else if (*dep >= 0 && pl.ops[*dep].gated) {
+				n->odep++;	/* an op after a gated copy */
+				n->odep_found += gmutant(tr, &pl, cfg->gpu_bytes, dep, drop,
+							 "dep on it", k);
+			}
+		}
+	}
+	for (uint32_t i = 0; i < pl.nr_acc && drop < pl.nr_ops && !ret; i++) {
+		for (uint32_t w = pl.wait_first[i]; w < pl.wait_first[i + 1]; w++) {
+			uint32_t k = pl.wait_ops[w];
+			int found;
+
+			if (!pl.ops[k].gated)
+				continue;
+			/* an access's wait for a gated copy; the first reader's
+			 * is the one that sends it (the others' are implied) */
+			found = gmutant(tr, &pl, cfg->gpu_bytes, (int32_t *)&pl.wait_ops[w], drop,
+					"wait", k);
+			n->wait++;
+			n->wait_found += found;
+			if (pl.ops[k].need == (int32_t)i) {
+				n->nwait++;
+				n->nwait_found += found;
+			}
+		}
+	}
+	if (getenv("HB_VERBOSE"))
+		printf("%s: %u gated fetches so far\n", what, n->gated);
+	tc_plan_free(&pl);
+}
+
+/*
+ * A FETCH of a detached host op's output is held at its issue point and
+ * sent when the op is done (cache.c gated copies): the checker models it
+ * off the H2D order, so its host dependency and the waits for it are what
+ * order it, and removing them is found.
+ */
+static void gated_mutants(void)
+{
+	static const double fracs[] = { 0.5, 0.3 };
+	struct gcount n = { 0 };
+
+	for (uint64_t seed = 7; seed <= 9; seed++) {
+		struct shape s = { .modules = 16, .seed = seed, .overlap = true, .fwd_ns = 2e6,
+				   .adam_ns = 3e6 };
+		struct tc_trace tr;
+
+		T_EQ(overlap_trace(&tr, &s), 0);
+		for (size_t f = 0; f < sizeof(fracs) / sizeof(fracs[0]); f++) {
+			struct tc_plan_cfg cfg;
+			char what[64];
+
+			tc_plan_cfg_default(&cfg);
+			cfg.gpu_bytes = tc_trace_bytes(&tr, TC_ROLE_PARAM_BF16) * fracs[f];
+			cfg.pinned_bytes = 1ull << 40;
+			cfg.flags |= TC_PLAN_HOST_ASYNC;
+			snprintf(what, sizeof(what), "gated: seed %llu budget %.2f",
+				 (unsigned long long)seed, fracs[f]);
+			gated_plan(&tr, &cfg, what, &n);
+		}
+		tc_trace_free(&tr);
+	}
+	/* the generator's OPT-1.3B shape, CPU Adam beside backward */
+	{
+		struct tc_gen_cfg g;
+		struct tc_plan_cfg cfg;
+		struct tc_model m;
+		struct tc_trace tr;
+
+		tc_gen_cfg_default(&g);
+		g.batch = 2;
+		g.opt_overlap = true;
+		T_EQ(tc_model_builtin("opt-1.3b", &m), 0);
+		m.layers = 4;	/* a few layers: mutants cost a check each */
+		T_EQ(tc_trace_init(&tr), 0);
+		T_EQ(tc_model_trace(&m, &g, &tr), 0);
+		tc_plan_cfg_default(&cfg);
+		cfg.gpu_bytes = tc_trace_max_op_bytes(&tr) + tc_trace_bytes(&tr, TC_ROLE_PARAM_FP16) / 4;
+		cfg.pinned_bytes = 1ull << 40;
+		cfg.flags |= TC_PLAN_HOST_ASYNC;
+		gated_plan(&tr, &cfg, "gated: opt-1.3b overlap", &n);
+		tc_trace_free(&tr);
+	}
+	printf("# gated mutants: %u gated fetches; host deps %u of %u, waits %u of %u "
+	       "(first readers' %u of %u), other ops' deps on them %u of %u found\n", n.gated,
+	       n.hdep_found, n.hdep, n.wait_found, n.wait, n.nwait_found, n.nwait, n.odep_found,
+	       n.odep);
+	T_CHECK(n.gated && n.hdep && n.nwait, "no gated fetch to test (%u)", n.gated);
+	/* held, the copy is ordered after its host op by that dep alone (a
+	 * re-fetch of a value the CPU has seen done is not held), and its
+	 * first reader after it by that reader's wait alone */
+	T_CHECK(n.hdep_found * 3 >= n.hdep, "host deps: found %u of %u", n.hdep_found, n.hdep);
+	T_CHECK(n.nwait_found * 2 >= n.nwait, "first readers' waits: found %u of %u",
+		n.nwait_found, n.nwait);
+}
+
 /* ---- main -------------------------------------------------------------- */
 
 int main(void)
@@ -223,6 +373,7 @@ int main(void)
 	static const double fracs[] = { 0.3, 0.45, 0.6, 0.8, 1.1 };
 
 	mutants();
+	gated_mutants();
 	/* the overlap and serial shapes */
 	for (uint64_t seed = 1; seed <= 24; seed++) {
 		for (int ov = 0; ov < 2; ov++) {
