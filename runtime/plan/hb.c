@@ -14,12 +14,25 @@
  * CPU (CUDA). A tensor held by a detached op is released, after its done,
  * before it is acquired again; a step ends with the CPU syncing every stream.
  *
+ * Gated FETCH (tc_op.gated) whose one host dependency is a detached op the
+ * CPU has not synced on: cache.c holds the copy. It takes its space, its
+ * freed-range waits and its other deps' waits at its issue point, and goes
+ * out on H2D once the op is done: at a later issue point's poll, or forced
+ * by the first wait for its event (the CPU waits for the op, then queues
+ * it). Here it is a node off the H2D order: after the issue point's CPU and
+ * H2D stream and after its host op; before what waits for it (a chain that
+ * waits is after it from its next seq on), and, once forced, before what
+ * H2D gets after the force. A freed range's waits skip a held copy for its
+ * event's previous instance (cache.c gfreed_ev); the step's end does not
+ * wait for a held copy (tc_exec_drain: it is on no stream yet).
+ *
  * Happens-before is tracked with vector clocks over the chains CPU, compute,
  * H2D and D2H; a detached host op is ordered before what follows the first
- * CPU sync on it. Memory: each tensor's pinned copy, and GPU bytes, split
- * into atoms at every range boundary, so reuse of space by another tensor is
- * checked. Each access is checked against the last write and the reads since
- * (in issue order, the order tc_plan_check proves the values for).
+ * CPU sync on it, a held gated copy before what follows each chain's first
+ * wait for it. Memory: each tensor's pinned copy, and GPU bytes, split into
+ * atoms at every range boundary, so reuse of space by another tensor is
+ * checked. Each access is checked against the last write and the reads
+ * since (in issue order, the order tc_plan_check proves the values for).
  */
 #include <errno.h>
 #include <stdarg.h>
