@@ -406,14 +406,17 @@ static void gfreed_wait(struct hb *h, int s, uint64_t off, uint64_t len)
 	}
 }
 
-/* Whether cache.c's event for dependency d is a host event. */
+/*
+ * Whether cache.c's event for dependency d is a host event (not a deferred
+ * one: the NVMe tier's ops are not modelled): a DROP's, signalled at issue,
+ * or an access's other than a GPU op's end.
+ */
 static int dep_host(const struct hb *h, int32_t d)
 {
 	const struct tc_access *a;
 
 	if (d >= 0)
-		return h->pl->ops[d].kind != TC_OP_FETCH && h->pl->ops[d].kind != TC_OP_WRITEBACK &&
-		       h->pl->ops[d].kind != TC_OP_ALLOC;
+		return h->pl->ops[d].kind == TC_OP_DROP;
 	a = &h->tr->acc[-(d + 1)];
 	return (a->flags & TC_ACC_HOST) || !(a->flags & TC_ACC_END);
 }

@@ -5,7 +5,9 @@
  * (every host op at the end, inline), with GPU budgets below the
  * parameters' total, varied compute and link speeds, GPU ranges placed by
  * the executor's arena; the OPT-1.3B generator's step; random traces. The
- * checker itself is tested first on plans with an edge removed
+ * checker itself is tested first on plans with an edge removed, then on
+ * plans with gated fetches (a detached host op's output, held until the op
+ * is done) with their host deps and the waits for them removed
  * (HB_VERBOSE=1 lists each removed edge and what it found). */
 #include <errno.h>
 #include <stdbool.h>
@@ -278,7 +280,6 @@ static void gated_plan(const struct tc_trace *tr, struct tc_plan_cfg *cfg, const
 	T_CHECK(drop < pl.nr_ops, "%s: no DROP in the plan", what);
 	for (uint32_t k = 0; k < pl.nr_ops && drop < pl.nr_ops && !ret; k++) {
 		const struct tc_op *op = &pl.ops[k];
-
 		bool first = op->gated && first_after_host(tr, &pl, k);
 
 		n->gated += op->gated;
