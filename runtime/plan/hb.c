@@ -14,12 +14,25 @@
  * CPU (CUDA). A tensor held by a detached op is released, after its done,
  * before it is acquired again; a step ends with the CPU syncing every stream.
  *
+ * Gated FETCH (tc_op.gated) whose one host dependency is a detached op the
+ * CPU has not synced on: cache.c holds the copy. It takes its space, its
+ * freed-range waits and its other deps' waits at its issue point, and goes
+ * out on H2D once the op is done: at a later issue point's poll, or forced
+ * by the first wait for its event (the CPU waits for the op, then queues
+ * it). Here it is a node off the H2D order: after the issue point's CPU and
+ * H2D stream and after its host op; before what waits for it (a chain that
+ * waits is after it from its next seq on), and, once forced, before what
+ * H2D gets after the force. A freed range's waits skip a held copy for its
+ * event's previous instance (cache.c gfreed_ev); the step's end does not
+ * wait for a held copy (tc_exec_drain: it is on no stream yet).
+ *
  * Happens-before is tracked with vector clocks over the chains CPU, compute,
  * H2D and D2H; a detached host op is ordered before what follows the first
- * CPU sync on it. Memory: each tensor's pinned copy, and GPU bytes, split
- * into atoms at every range boundary, so reuse of space by another tensor is
- * checked. Each access is checked against the last write and the reads since
- * (in issue order, the order tc_plan_check proves the values for).
+ * CPU sync on it, a held gated copy before what follows each chain's first
+ * wait for it. Memory: each tensor's pinned copy, and GPU bytes, split into
+ * atoms at every range boundary, so reuse of space by another tensor is
+ * checked. Each access is checked against the last write and the reads
+ * since (in issue order, the order tc_plan_check proves the values for).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -29,13 +42,21 @@
 
 #include "plan/plan.h"
 
-enum { CH_CPU, CH_CMP, CH_H2D, CH_D2H, CH_NR, CH_HOST = CH_NR };
+enum { CH_CPU, CH_CMP, CH_H2D, CH_D2H, CH_NR, CH_HOST = CH_NR, CH_GATED };
 
 struct hnode {
 	uint32_t vc[CH_NR];
 	uint8_t chain;
-	uint32_t seq;		/* on its chain; host op: index into sync_at */
+	uint32_t seq;		/* on its chain; host op: index into sync_at;
+				 * gated copy: into gates */
 	uint32_t lap, what;	/* op index, or access index (| 1 << 31) */
+};
+
+/* A held gated copy: after its vc and its host op; before what joined it. */
+struct hgate {
+	int64_t host;		/* the host op's node */
+	uint32_t join[CH_NR];	/* per chain: first seq after it, 0 none */
+	uint8_t forced;		/* sent by a wait: on H2D before join[CH_H2D] */
 };
 
 struct hacc {
@@ -66,9 +87,12 @@ struct hb {
 	uint32_t nr_nodes, cap_nodes;
 	uint32_t *sync_at;	/* per host op node: first CPU seq after its sync, 0 none */
 	uint32_t nr_host, cap_host;
+	struct hgate *gates;	/* per gated copy node */
+	uint32_t nr_gates, cap_gates;
 	uint32_t cur[CH_NR];	/* the CPU's clock */
 	uint32_t sv[CH_NR][CH_NR];	/* each stream's clock (its waits so far) */
 	int64_t *latest;	/* per event (ops, then accesses): node, -1 none */
+	int64_t *prev;		/* per op: the instance before latest (gated) */
 	int64_t *held_by;	/* per tensor: detached host op node holding it */
 	struct hloc *pin;	/* per tensor */
 	struct hatom *atoms;
@@ -119,6 +143,11 @@ static int new_node(struct hb *h, uint8_t chain, const uint32_t *vc, uint32_t la
 			return -ENOMEM;
 		h->sync_at[h->nr_host] = 0;
 		n->seq = h->nr_host++;
+	} else if (chain == CH_GATED) {
+		if (GROW(h->gates, h->cap_gates, h->nr_gates, 64))
+			return -ENOMEM;
+		h->gates[h->nr_gates] = (struct hgate){ .host = -1 };
+		n->seq = h->nr_gates++;
 	} else {
 		n->seq = vc[chain];
 	}
@@ -133,17 +162,30 @@ static int hb_before(const struct hb *h, uint32_t a, uint32_t b)
 
 	if (a == b)
 		return 1;
+	/* a gated copy's predecessors: its vc's, and its host op (whose own
+	 * predecessors its vc has: the op was issued before it) */
+	if (y->chain == CH_GATED && h->gates[y->seq].host == a)
+		return 1;
 	if (x->chain == CH_HOST) {
 		uint32_t s = h->sync_at[x->seq];
 
 		return s && y->vc[CH_CPU] >= s;
+	}
+	if (x->chain == CH_GATED) {
+		const struct hgate *g = &h->gates[x->seq];
+
+		for (int k = 0; k < CH_NR; k++)
+			if (g->join[k] && y->vc[k] >= g->join[k])
+				return 1;
+		return 0;
 	}
 	return y->vc[x->chain] >= x->seq;
 }
 
 static void describe(const struct hb *h, uint32_t id, char *b, size_t len)
 {
-	static const char *const ch[] = { "cpu", "compute", "h2d", "d2h", "host op" };
+	static const char *const ch[] = { "cpu", "compute", "h2d", "d2h", "host op",
+					  "h2d (gated)" };
 	const struct hnode *n = &h->nodes[id];
 
 	if (n->what >> 31) {
@@ -263,6 +305,23 @@ static int pin_access(struct hb *h, uint32_t t, uint32_t node, int write)
 	return loc_access(h, &h->pin[t], node, write, where);
 }
 
+static void cpu_sync(struct hb *h, int64_t n);
+
+/*
+ * A wait on a held gated copy's event sends it first (cache.c gate_send):
+ * the CPU waits for its host op, then queues it on H2D, before anything
+ * queued there later. Sent earlier by a poll, it is there before that too.
+ */
+static void gate_force(struct hb *h, struct hgate *g)
+{
+	if (g->forced)
+		return;
+	g->forced = 1;
+	cpu_sync(h, g->host);
+	vmax(h->sv[CH_H2D], h->cur);
+	g->join[CH_H2D] = ++h->sv[CH_H2D][CH_H2D];
+}
+
 /* the CPU waits for node n (a sync) */
 static void cpu_sync(struct hb *h, int64_t n)
 {
@@ -271,22 +330,38 @@ static void cpu_sync(struct hb *h, int64_t n)
 	if (n < 0)
 		return;
 	x = &h->nodes[n];
+	if (x->chain == CH_GATED)
+		gate_force(h, &h->gates[x->seq]);
 	vmax(h->cur, x->vc);
 	h->cur[CH_CPU]++;
 	if (x->chain == CH_HOST && !h->sync_at[x->seq])
 		h->sync_at[x->seq] = h->cur[CH_CPU];
+	if (x->chain == CH_GATED && !h->gates[x->seq].join[CH_CPU])
+		h->gates[x->seq].join[CH_CPU] = h->cur[CH_CPU];
 }
 
 /* stream s waits for node n; a host event blocks the CPU (CUDA) */
 static void stream_wait(struct hb *h, int s, int64_t n)
 {
+	struct hgate *g;
+
 	if (n < 0)
 		return;
 	if (h->nodes[n].chain == CH_HOST) {
 		cpu_sync(h, n);
 		return;
 	}
+	if (h->nodes[n].chain != CH_GATED) {
+		vmax(h->sv[s], h->nodes[n].vc);
+		return;
+	}
+	/* the copy's record may come from a poll, before the force: what
+	 * s queues next is after the copy, not after the force's CPU */
+	g = &h->gates[h->nodes[n].seq];
+	gate_force(h, g);
 	vmax(h->sv[s], h->nodes[n].vc);
+	if (!g->join[s])
+		g->join[s] = h->sv[s][s] + 1;
 }
 
 static int64_t ev_latest(const struct hb *h, int32_t d)
@@ -301,6 +376,23 @@ static int enqueue(struct hb *h, int s, uint32_t lap, uint32_t what, uint32_t *i
 	return new_node(h, s, h->sv[s], lap, what, id);
 }
 
+static int held(const struct hb *h, int64_t n)
+{
+	return n >= 0 && h->nodes[n].chain == CH_GATED && !h->gates[h->nodes[n].seq].forced;
+}
+
+/*
+ * A freed range's last users (cache.c gfreed_ev): a copy still held for its
+ * host op is not waited for, its event's previous instance is (the one
+ * recorded). Sent by a poll, it would be waited for: after that one.
+ */
+static int64_t gfreed_ev(const struct hb *h, int32_t d)
+{
+	int64_t n = ev_latest(h, d);
+
+	return d >= 0 && held(h, n) ? h->prev[d] : n;
+}
+
 static void gfreed_wait(struct hb *h, int s, uint64_t off, uint64_t len)
 {
 	for (uint32_t g = 0; g < h->nr_gf; g++) {
@@ -310,8 +402,50 @@ static void gfreed_wait(struct hb *h, int s, uint64_t off, uint64_t len)
 		if (f->off >= off + len || off >= f->off + f->len)
 			continue;
 		for (uint32_t k = 0; k < op->nr_deps; k++)
-			stream_wait(h, s, ev_latest(h, h->pl->deps[op->dep_first + k]));
+			stream_wait(h, s, gfreed_ev(h, h->pl->deps[op->dep_first + k]));
 	}
+}
+
+/*
+ * Whether cache.c's event for dependency d is a host event (not a deferred
+ * one: the NVMe tier's ops are not modelled): a DROP's, signalled at issue,
+ * or an access's other than a GPU op's end.
+ */
+static int dep_host(const struct hb *h, int32_t d)
+{
+	const struct tc_access *a;
+
+	if (d >= 0)
+		return h->pl->ops[d].kind == TC_OP_DROP;
+	a = &h->tr->acc[-(d + 1)];
+	return (a->flags & TC_ACC_HOST) || !(a->flags & TC_ACC_END);
+}
+
+/*
+ * cache.c gate_hold: a gated FETCH is held when it has one host dependency
+ * and that op may still run (a detached one the CPU has not synced on).
+ * Done, the copy goes out at once, as any; held, it goes out when the op is
+ * done, which no wait here can rule out before a wait forces it.
+ */
+static int64_t gate_host(const struct hb *h, const struct tc_op *op)
+{
+	int64_t host = -1;
+	int nr = 0;
+
+	if (!op->gated)
+		return -1;
+	for (uint32_t d = 0; d < op->nr_deps; d++) {
+		int32_t dep = h->pl->deps[op->dep_first + d];
+
+		if (dep_host(h, dep)) {
+			nr++;
+			host = ev_latest(h, dep);
+		}
+	}
+	if (nr != 1 || host < 0 || h->nodes[host].chain != CH_HOST ||
+	    h->sync_at[h->nodes[host].seq])
+		return -1;
+	return host;
 }
 
 static int gpu_place(struct hb *h, const struct tc_hb_cfg *hc, uint32_t t, uint32_t op)
@@ -339,22 +473,48 @@ static int issue_op(struct hb *h, const struct tc_hb_cfg *hc, uint32_t k, uint32
 	const struct tc_op *op = &h->pl->ops[k];
 	uint32_t t = op->tensor, id;
 	uint64_t b = h->tr->tensors[t].bytes;
+	int64_t host;
 	int ret = 0;
 
 	switch (op->kind) {
 	case TC_OP_FETCH:
 	case TC_OP_ALLOC:
+		/* its event's gate still set: cache.c would not send this one */
+		if (held(h, h->latest[k])) {
+			if (h->err && h->errlen)
+				snprintf(h->err, h->errlen,
+					 "step %u op %u: FETCH of t%u issued again while its last (gated) instance may be held",
+					 lap, k, t);
+			return -EDEADLK;
+		}
 		ret = gpu_place(h, hc, t, k);
 		if (ret)
 			return ret;
 		gfreed_wait(h, CH_H2D, h->goff[t], b);
-		for (uint32_t d = 0; d < op->nr_deps; d++)	/* ALLOC has none */
-			stream_wait(h, CH_H2D, ev_latest(h, h->pl->deps[op->dep_first + d]));
-		ret = enqueue(h, CH_H2D, lap, k, &id);
+		host = op->kind == TC_OP_FETCH ? gate_host(h, op) : -1;
+		for (uint32_t d = 0; d < op->nr_deps; d++) {	/* ALLOC has none */
+			int32_t dep = h->pl->deps[op->dep_first + d];
+
+			if (host < 0 || !dep_host(h, dep))
+				stream_wait(h, CH_H2D, ev_latest(h, dep));
+		}
+		if (host >= 0) {
+			uint32_t vc[CH_NR];
+
+			/* held: off the H2D order, after what H2D waited for */
+			memcpy(vc, h->sv[CH_H2D], sizeof(vc));
+			vmax(vc, h->cur);
+			ret = new_node(h, CH_GATED, vc, lap, k, &id);
+			if (!ret)
+				h->gates[h->nodes[id].seq].host = host;
+		} else {
+			ret = enqueue(h, CH_H2D, lap, k, &id);
+		}
 		if (!ret && op->kind == TC_OP_FETCH) {
 			ret = pin_access(h, t, id, 0);
 			ret = ret ?: gpu_access(h, t, id, 1);
 		}
+		h->prev[k] = h->latest[k];
 		h->latest[k] = id;
 		return ret;
 	case TC_OP_WRITEBACK:
@@ -503,17 +663,20 @@ int tc_plan_hb_check(const struct tc_trace *tr, const struct tc_plan *pl,
 	if (err && errlen)
 		err[0] = 0;
 	h.latest = malloc((pl->nr_ops + tr->nr_acc + 1) * sizeof(*h.latest));
+	h.prev = malloc((pl->nr_ops + 1) * sizeof(*h.prev));
 	h.held_by = malloc((tr->nr_tensors + 1) * sizeof(*h.held_by));
 	h.goff = malloc((tr->nr_tensors + 1) * sizeof(*h.goff));
 	h.pin = calloc(tr->nr_tensors + 1, sizeof(*h.pin));
 	h.atoms = calloc(256, sizeof(*h.atoms));
-	if (!h.latest || !h.held_by || !h.goff || !h.pin || !h.atoms)
+	if (!h.latest || !h.prev || !h.held_by || !h.goff || !h.pin || !h.atoms)
 		goto out;
 	h.cap_atoms = 256;
 	h.nr_atoms = 1;
 	h.atoms[0].l.lastw = -1;
 	for (uint32_t k = 0; k < pl->nr_ops + tr->nr_acc; k++)
 		h.latest[k] = -1;
+	for (uint32_t k = 0; k < pl->nr_ops; k++)
+		h.prev[k] = -1;
 	for (uint32_t t = 0; t < tr->nr_tensors; t++) {
 		h.held_by[t] = h.goff[t] = -1;
 		h.pin[t].lastw = -1;
@@ -525,7 +688,7 @@ out:
 		free(h.pin[t].rd);
 	for (uint32_t k = 0; h.atoms && k < h.nr_atoms; k++)
 		free(h.atoms[k].l.rd);
-	free(h.pin); free(h.atoms); free(h.latest); free(h.held_by); free(h.goff);
-	free(h.nodes); free(h.sync_at); free(h.gf); free(own.base);
+	free(h.pin); free(h.atoms); free(h.latest); free(h.prev); free(h.held_by); free(h.goff);
+	free(h.nodes); free(h.sync_at); free(h.gates); free(h.gf); free(own.base);
 	return ret;
 }

@@ -177,7 +177,10 @@ struct tc_op {
 	/* FETCH of a value a host op wrote: not waited for at pos. The
 	 * executor takes its space and its stream waits at pos, and queues
 	 * the copy once the host op is done (at the latest where something
-	 * waits for the copy), so it never holds the caller or the H2D stream */
+	 * waits for the copy), so it never holds the caller or the H2D stream.
+	 * Held, it is out of the H2D stream's order: only its host dependency
+	 * orders it after the op, only waits for it order its readers after
+	 * it (tc_plan_hb_check models it so) */
 	uint8_t gated;
 	uint32_t pos;		/* issued when the executor reaches access pos */
 	int32_t need;		/* access that waits for it, -1: none */
@@ -242,10 +245,12 @@ struct tc_hb_cfg {
 };
 
 /* Runs the plan's table as the executor issues it (streams, waits on the
- * latest instances, deferred GPU frees, CPU syncs, detached host ops) and
- * proves every conflicting pair of memory accesses (pinned copies, GPU
- * bytes) ordered under any timing. 0; -EDEADLK (+ the pair into err) for an
- * unordered pair; -EINVAL, -EOPNOTSUPP (NVMe ops), -ENOMEM, or alloc's error. */
+ * latest instances, deferred GPU frees, CPU syncs, detached host ops, gated
+ * copies held for their host ops) and proves every conflicting pair of
+ * memory accesses (pinned copies, GPU bytes) ordered under any timing. 0;
+ * -EDEADLK (+ the pair into err) for an unordered pair, or a FETCH issued
+ * again while its gated last instance may be held; -EINVAL, -EOPNOTSUPP
+ * (NVMe ops), -ENOMEM, or alloc's error. */
 int tc_plan_hb_check(const struct tc_trace *tr, const struct tc_plan *pl,
 		     const struct tc_hb_cfg *cfg, char *err, size_t errlen);
 

@@ -5,7 +5,9 @@
  * (every host op at the end, inline), with GPU budgets below the
  * parameters' total, varied compute and link speeds, GPU ranges placed by
  * the executor's arena; the OPT-1.3B generator's step; random traces. The
- * checker itself is tested first on plans with an edge removed
+ * checker itself is tested first on plans with an edge removed, then on
+ * plans with gated fetches (a detached host op's output, held until the op
+ * is done) with their host deps and the waits for them removed
  * (HB_VERBOSE=1 lists each removed edge and what it found). */
 #include <errno.h>
 #include <stdbool.h>
@@ -213,6 +215,187 @@ static void mutants(void)
 	tc_trace_free(&tr);
 }
 
+/* ---- gated fetches: held for their host op, sent once it is done ------ */
+
+struct gcount {
+	unsigned gated, hdep, hdep_found, wait, wait_found, odep, odep_found;
+	/* the first fetch of a value after its host op: held unless the
+	 * CPU saw the op done; its host dep, its first reader's wait */
+	unsigned first, fhdep, fhdep_found, fwait, fwait_found;
+};
+
+/* op k is the first FETCH of its tensor after the host access it depends on */
+static bool first_after_host(const struct tc_trace *tr, const struct tc_plan *pl, uint32_t k)
+{
+	const struct tc_op *op = &pl->ops[k];
+	uint32_t n = tr->nr_acc, a = UINT32_MAX;
+
+	for (uint32_t d = 0; d < op->nr_deps; d++)
+		if (pl->deps[op->dep_first + d] < 0)
+			a = -(pl->deps[op->dep_first + d] + 1);
+	if (a == UINT32_MAX)
+		return false;
+	for (uint32_t j = 0; j < pl->nr_ops; j++)	/* cyclic distance from a */
+		if (j != k && pl->ops[j].kind == TC_OP_FETCH && pl->ops[j].tensor == op->tensor &&
+		    (pl->ops[j].pos + n - a - 1) % n < (op->pos + n - a - 1) % n)
+			return false;
+	return true;
+}
+
+/* *slot pointed at DROP drop (no wait): 1 when the checker finds it */
+static int gmutant(const struct tc_trace *tr, struct tc_plan *pl, uint64_t budget, int32_t *slot,
+		   int32_t drop, const char *what, uint32_t k)
+{
+	int32_t save = *slot;
+	char err[512];
+	int r;
+
+	*slot = drop;
+	r = hb(tr, pl, budget, true, true, err, sizeof(err));
+	*slot = save;
+	if (getenv("HB_VERBOSE"))
+		printf("gated %s: op %u (t%u) on %d: %d %s\n", what, k, pl->ops[k].tensor, save, r,
+		       r ? err : "");
+	T_CHECK(r == 0 || r == 1, "gated %s op %u: %d", what, k, r);
+	return r == 1;
+}
+
+/* plans tr, proves it ordered, then removes the edges of its gated fetches */
+static void gated_plan(const struct tc_trace *tr, struct tc_plan_cfg *cfg, const char *what,
+		       struct gcount *n)
+{
+	struct tc_plan pl;
+	char err[512];
+	uint32_t drop;
+	int ret;
+
+	ret = tc_plan_build(tr, cfg, &pl);
+	T_CHECK(ret == 0, "%s: build %d", what, ret);
+	if (ret)
+		return;
+	ret = hb(tr, &pl, cfg->gpu_bytes, true, true, err, sizeof(err));
+	T_CHECK(ret == 0, "%s: %s", what, err);
+	for (drop = 0; drop < pl.nr_ops && pl.ops[drop].kind != TC_OP_DROP; drop++)
+		;
+	T_CHECK(drop < pl.nr_ops, "%s: no DROP in the plan", what);
+	for (uint32_t k = 0; k < pl.nr_ops && drop < pl.nr_ops && !ret; k++) {
+		const struct tc_op *op = &pl.ops[k];
+		bool first = op->gated && first_after_host(tr, &pl, k);
+
+		n->gated += op->gated;
+		n->first += first;
+		for (uint32_t d = 0; d < op->nr_deps; d++) {
+			int32_t *dep = &pl.deps[op->dep_first + d];
+
+			if (op->gated && *dep < 0 && (tr->acc[-(*dep + 1)].flags & TC_ACC_HOST)) {
+				/* the host op that wrote its source */
+				int found = gmutant(tr, &pl, cfg->gpu_bytes, dep, drop, "host dep", k);
+
+				n->hdep++;
+				n->hdep_found += found;
+				n->fhdep += first;
+				n->fhdep_found += first && found;
+			} else if (*dep >= 0 && pl.ops[*dep].gated) {
+				n->odep++;	/* an op after a gated copy */
+				n->odep_found += gmutant(tr, &pl, cfg->gpu_bytes, dep, drop,
+							 "dep on it", k);
+			}
+		}
+	}
+	for (uint32_t i = 0; i < pl.nr_acc && drop < pl.nr_ops && !ret; i++) {
+		for (uint32_t w = pl.wait_first[i]; w < pl.wait_first[i + 1]; w++) {
+			uint32_t k = pl.wait_ops[w];
+			int found;
+
+			if (!pl.ops[k].gated)
+				continue;
+			/* an access's wait for a gated copy */
+			found = gmutant(tr, &pl, cfg->gpu_bytes, (int32_t *)&pl.wait_ops[w], drop,
+					"wait", k);
+			n->wait++;
+			n->wait_found += found;
+			if (pl.ops[k].need == (int32_t)i && first_after_host(tr, &pl, k)) {
+				n->fwait++;
+				n->fwait_found += found;
+			}
+		}
+	}
+	if (getenv("HB_VERBOSE"))
+		printf("%s: %u gated fetches so far\n", what, n->gated);
+	tc_plan_free(&pl);
+}
+
+/*
+ * A FETCH of a detached host op's output is held at its issue point and
+ * sent when the op is done (cache.c gated copies): the checker models it
+ * off the H2D order, so its host dependency and the waits for it are what
+ * order it, and removing them is found.
+ */
+static void gated_mutants(void)
+{
+	static const double fracs[] = { 0.5, 0.3 };
+	struct gcount n = { 0 };
+
+	for (uint64_t seed = 7; seed <= 9; seed++) {
+		struct shape s = { .modules = 16, .seed = seed, .overlap = true, .fwd_ns = 2e6,
+				   .adam_ns = 3e6 };
+		struct tc_trace tr;
+
+		T_EQ(overlap_trace(&tr, &s), 0);
+		for (size_t f = 0; f < sizeof(fracs) / sizeof(fracs[0]); f++) {
+			struct tc_plan_cfg cfg;
+			char what[64];
+
+			tc_plan_cfg_default(&cfg);
+			cfg.gpu_bytes = tc_trace_bytes(&tr, TC_ROLE_PARAM_BF16) * fracs[f];
+			cfg.pinned_bytes = 1ull << 40;
+			cfg.flags |= TC_PLAN_HOST_ASYNC;
+			snprintf(what, sizeof(what), "gated: seed %llu budget %.2f",
+				 (unsigned long long)seed, fracs[f]);
+			gated_plan(&tr, &cfg, what, &n);
+		}
+		tc_trace_free(&tr);
+	}
+	/* the generator's OPT-1.3B shape, CPU Adam beside backward */
+	{
+		struct tc_gen_cfg g;
+		struct tc_plan_cfg cfg;
+		struct tc_model m;
+		struct tc_trace tr;
+
+		tc_gen_cfg_default(&g);
+		g.batch = 2;
+		g.opt_overlap = true;
+		T_EQ(tc_model_builtin("opt-1.3b", &m), 0);
+		m.layers = 4;	/* a few layers: mutants cost a check each */
+		T_EQ(tc_trace_init(&tr), 0);
+		T_EQ(tc_model_trace(&m, &g, &tr), 0);
+		tc_plan_cfg_default(&cfg);
+		cfg.gpu_bytes = tc_trace_max_op_bytes(&tr) + tc_trace_bytes(&tr, TC_ROLE_PARAM_FP16) / 4;
+		cfg.pinned_bytes = 1ull << 40;
+		cfg.flags |= TC_PLAN_HOST_ASYNC;
+		gated_plan(&tr, &cfg, "gated: opt-1.3b overlap", &n);
+		tc_trace_free(&tr);
+	}
+	printf("# gated mutants: %u gated fetches; host deps %u of %u, waits %u of %u found "
+	       "(other ops' deps on them %u of %u)\n", n.gated, n.hdep_found, n.hdep,
+	       n.wait_found, n.wait, n.odep_found, n.odep);
+	printf("# gated mutants: %u first after their host op; host deps %u of %u, "
+	       "first readers' waits %u of %u found\n", n.first, n.fhdep_found, n.fhdep,
+	       n.fwait_found, n.fwait);
+	T_CHECK(n.gated && n.first && n.fhdep && n.fwait, "no gated fetch to test (%u, %u)",
+		n.gated, n.first);
+	/* Held, the first fetch after a host op is ordered after the op by
+	 * that dep alone, and its first reader after it by the reader's wait
+	 * alone: not by the H2D order. Re-fetches (the CPU has seen the op
+	 * done) and later readers' waits are mostly implied. */
+	T_CHECK(n.fhdep_found * 10 >= n.fhdep * 9, "host deps: found %u of %u", n.fhdep_found,
+		n.fhdep);
+	T_CHECK(n.fwait_found * 10 >= n.fwait * 9, "first readers' waits: found %u of %u",
+		n.fwait_found, n.fwait);
+	T_CHECK(n.hdep_found && n.wait_found, "none found");
+}
+
 /* ---- main -------------------------------------------------------------- */
 
 int main(void)
@@ -223,6 +406,7 @@ int main(void)
 	static const double fracs[] = { 0.3, 0.45, 0.6, 0.8, 1.1 };
 
 	mutants();
+	gated_mutants();
 	/* the overlap and serial shapes */
 	for (uint64_t seed = 1; seed <= 24; seed++) {
 		for (int ov = 0; ov < 2; ov++) {
