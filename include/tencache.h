@@ -544,8 +544,9 @@ struct tencache_cache_stats {
 					 * copies went on */
 	/*
 	 * The plan running now (0 without one): the GPU bytes it was made
-	 * for (less than gpu_budget by the room kept for the arena's
-	 * fragmentation), and per step its GPU reads and how many of them
+	 * for, on average over the step (less than gpu_budget by the room
+	 * kept where its allocations would fragment the arena), and per
+	 * step its GPU reads and how many of them
 	 * it keeps resident (its hit rate, before any copy is late).
 	 */
 	uint64_t plan_gpu_bytes;
@@ -600,7 +601,14 @@ TENCACHE_API int tencache_cache_flush(struct tencache_cache *c);
  * done, e.g. to time a step; a no-op in host mode. -EINVAL on a bad cache.
  */
 TENCACHE_API int tencache_cache_sync(struct tencache_cache *c, void *stream);
-TENCACHE_API int tencache_cache_stats(struct tencache_cache *c, struct tencache_cache_stats *st);
+/*
+ * Copy the statistics into *st, size bytes of it: pass sizeof(*st). A
+ * caller built against an older header (a shorter struct) gets the fields
+ * it knows; one built against a newer gets zeros past the library's.
+ * -EINVAL on a bad cache, a NULL st or a size of 0.
+ */
+TENCACHE_API int tencache_cache_stats(struct tencache_cache *c, struct tencache_cache_stats *st,
+				      size_t size);
 /* Chrome trace-event JSON (opens in Perfetto) of what was recorded. */
 TENCACHE_API int tencache_cache_timeline(struct tencache_cache *c, const char *path);
 

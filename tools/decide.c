@@ -516,7 +516,7 @@ static int run_cache(struct ctx *x, struct tencache *tc, bool host, unsigned fla
 		uint32_t start = 0;
 		uint64_t w0, c0, p0, cb;
 
-		if (k == x->warmup && ((ret = tencache_cache_stats(c, &s0)) ||
+		if (k == x->warmup && ((ret = tencache_cache_stats(c, &s0, sizeof(s0))) ||
 				       (ret = tc_exec_test_count(c, dc, x->call_ns ? dns : NULL))))
 			break;
 		/* a step boundary: step_begin here and step_end below, timed as one */
@@ -573,7 +573,7 @@ static int run_cache(struct ctx *x, struct tencache *tc, bool host, unsigned fla
 			ret = tencache_cache_sync(c, NULL);
 	}
 	if (!ret)
-		ret = tencache_cache_stats(c, &s1);
+		ret = tencache_cache_stats(c, &s1, sizeof(s1));
 	if (!ret) {
 		uint64_t acq = s1.acquires - s0.acquires, dec = s1.decisions - s0.decisions;
 

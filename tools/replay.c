@@ -895,7 +895,7 @@ static int run_policy(struct tencache *tc, const struct opts *o, const struct tc
 		uint64_t t0 = now_ns(), dt;
 
 		if (k == o->warmup) {
-			ret = tencache_cache_stats(c, &s0);
+			ret = tencache_cache_stats(c, &s0, sizeof(s0));
 			if (ret) {
 				fail("tencache_cache_stats", ret);
 				goto out;
@@ -914,7 +914,7 @@ static int run_policy(struct tencache *tc, const struct opts *o, const struct tc
 		if (ret)
 			goto out;
 		dt = now_ns() - t0;
-		ret = tencache_cache_stats(c, &st);
+		ret = tencache_cache_stats(c, &st, sizeof(st));
 		if (ret) {
 			fail("tencache_cache_stats", ret);
 			goto out;
@@ -941,7 +941,7 @@ static int run_policy(struct tencache *tc, const struct opts *o, const struct tc
 				r->step_min_ns = dt;
 		}
 	}
-	ret = tencache_cache_stats(c, &s1);
+	ret = tencache_cache_stats(c, &s1, sizeof(s1));
 	if (ret) {
 		fail("tencache_cache_stats", ret);
 		goto out;

@@ -42,7 +42,8 @@ class CacheStats(ctypes.Structure):
                 ("gpu_hits", c_u64), ("gpu_stall_ns", c_u64),
                 ("last_gpu_hits", c_u64), ("last_gpu_stall_ns", c_u64),
                 ("static_layouts", c_u64), ("replans", c_u64),
-                ("plan_fallbacks", c_u64)]
+                ("plan_fallbacks", c_u64), ("held_copies", c_u64),
+                ("plan_gpu_bytes", c_u64), ("plan_reads", c_u64), ("plan_hits", c_u64)]
 
 
 class AdamParams(ctypes.Structure):
@@ -90,7 +91,7 @@ _SIGS = {
     "tencache_op_detach": (ctypes.c_int, [c_ptr, ctypes.POINTER(c_u64)]),
     "tencache_op_done": (ctypes.c_int, [c_ptr, c_u64]),
     "tencache_cache_flush": (ctypes.c_int, [c_ptr]),
-    "tencache_cache_stats": (ctypes.c_int, [c_ptr, ctypes.POINTER(CacheStats)]),
+    "tencache_cache_stats": (ctypes.c_int, [c_ptr, ctypes.POINTER(CacheStats), ctypes.c_size_t]),
     "tencache_cache_timeline": (ctypes.c_int, [c_ptr, ctypes.c_char_p]),
     "tencache_gpu_numa_node": (ctypes.c_int, [c_ptr, ctypes.c_int, ctypes.POINTER(c_i32)]),
     "tencache_adam_create": (ctypes.c_int, [ctypes.POINTER(c_ptr), ctypes.POINTER(AdamParams)]),

@@ -745,7 +745,7 @@ class Runtime:
 
     def stats(self):
         st = L.CacheStats()
-        check(self.lib.tencache_cache_stats(self.cache, ctypes.byref(st)), "tencache_cache_stats")
+        check(self.lib.tencache_cache_stats(self.cache, ctypes.byref(st), ctypes.sizeof(st)), "tencache_cache_stats")
         d = {k: getattr(st, k) for k, _ in L.CacheStats._fields_ if k != "reserved"}
         d["link_bytes"] = list(st.link_bytes)    # H2D, D2H, NVMe read, NVMe write
         d["link_bw"] = list(st.link_bw)          # B/s the plans used, same order

@@ -2220,11 +2220,12 @@ int tc_exec_test_kernel(struct tencache_cache *c, void *dst, const void *src, ui
 	return ret ?: c->dev->ops->copy(c->dev, c->lag_s, TENCACHE_COPY_H2D, dst, src, len);
 }
 
-int tencache_cache_stats(struct tencache_cache *c, struct tencache_cache_stats *st)
+int tencache_cache_stats(struct tencache_cache *c, struct tencache_cache_stats *out, size_t size)
 {
+	struct tencache_cache_stats s, *st = &s;
 	struct tencache_arena_stats as;
 
-	if (!c || !st)
+	if (!c || !out || !size)
 		return -EINVAL;
 	*st = c->st;
 	for (int l = 0; l < 4; l++)
@@ -2236,5 +2237,9 @@ int tencache_cache_stats(struct tencache_cache *c, struct tencache_cache_stats *
 		st->plan_reads = c->plan.st.reads;
 		st->plan_hits = c->plan.st.hits;
 	}
+	/* the caller's struct may be shorter (older) or longer (newer) */
+	memcpy(out, &s, size < sizeof(s) ? size : sizeof(s));
+	if (size > sizeof(s))
+		memset((char *)out + sizeof(s), 0, size - sizeof(s));
 	return 0;
 }

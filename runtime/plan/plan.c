@@ -159,9 +159,20 @@ static void next_use(const struct creq *rq, uint32_t n, uint32_t nt, bool cyclic
 	}
 }
 
+/* The level's capacity at request r: cap, or lower where capv says so. */
+static inline uint64_t cap_at(uint64_t cap, const uint64_t *capv, uint64_t sub, uint32_t r)
+{
+	uint64_t c;
+
+	if (!capv)
+		return cap;
+	c = capv[r] > sub ? capv[r] - sub : 0;
+	return c < cap ? c : cap;
+}
+
 static int cache_step(const struct creq *rq, uint32_t n, const uint64_t *bytes,
-		      uint32_t nt, uint64_t cap, enum tc_policy pol,
-		      const int64_t *nkey, const uint8_t *nlive,
+		      uint32_t nt, uint64_t cap, const uint64_t *capv, uint64_t sub,
+		      enum tc_policy pol, const int64_t *nkey, const uint8_t *nlive,
 		      struct cstate *s, struct cout *o, uint64_t *used)
 {
 	uint32_t cur_group = NO_GROUP;
@@ -200,7 +211,7 @@ static int cache_step(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 			if (s->resident[t]) {
 				o->res[r] = (q->f & RQ_NEED) ? RES_HIT : RES_AHIT;
 			} else {
-				while (*used + bytes[t] > cap) {
+				while (*used + bytes[t] > cap_at(cap, capv, sub, r)) {
 					int64_t v = pick_victim(s, nt, bytes, r, q->cold, pol);
 
 					if (v < 0)
@@ -241,8 +252,8 @@ static int cache_step(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 /* Runs the level until the state at step start repeats (cyclic) or once
  * from empty (acyclic). o->start/end hold the final step's states. */
 static int cache_run(const struct creq *rq, uint32_t n, const uint64_t *bytes,
-		     uint32_t nt, uint64_t cap, enum tc_policy pol, bool cyclic,
-		     struct cout *o)
+		     uint32_t nt, uint64_t cap, const uint64_t *capv, uint64_t sub,
+		     enum tc_policy pol, bool cyclic, struct cout *o)
 {
 	struct cstate s = { 0 };
 	int64_t *nkey = malloc(n * sizeof(*nkey)), *st_key = malloc(nt * sizeof(*st_key));
@@ -290,7 +301,7 @@ static int cache_run(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 				s.evict_at[t] = -(int64_t)n;
 			s.held[t] = -1;
 		}
-		ret = cache_step(rq, n, bytes, nt, cap, pol, nkey, nlive, &s, o, &used);
+		ret = cache_step(rq, n, bytes, nt, cap, capv, sub, pol, nkey, nlive, &s, o, &used);
 		if (ret)
 			goto out;
 		o->iters = it + 1;
@@ -319,7 +330,7 @@ out:
  * issue point in [p, r) keeps the level within cap; applies it. p == r is
  * always feasible. Positions are unrolled; use[] is indexed mod n. */
 static int64_t place_early(uint64_t *use, uint32_t n, int64_t lb, int64_t r,
-			   int64_t delta, uint64_t cap)
+			   int64_t delta, uint64_t cap, const uint64_t *capv)
 {
 	int64_t p = r;
 
@@ -329,9 +340,9 @@ static int64_t place_early(uint64_t *use, uint32_t n, int64_t lb, int64_t r,
 		p = lb;
 	} else {
 		while (p - 1 >= lb) {
-			uint64_t u = use[(p - 1 + 2 * (int64_t)n) % n];
+			uint32_t k = (p - 1 + 2 * (int64_t)n) % n;
 
-			if (u + delta > cap)
+			if (use[k] + delta > cap_at(cap, capv, 0, k))
 				break;
 			p--;
 		}
@@ -524,6 +535,7 @@ static int gpu_level_cache(const struct tc_trace *tr, const struct tc_plan_cfg *
 				lastw[a->tensor] = !!(a->flags & TC_ACC_HOST);
 		}
 	ret = cache_run(rq, n, ti->bytes, ti->nt, cfg->gpu_bytes - st->reserve_bytes,
+			cfg->gpu_cap, st->reserve_bytes,
 			cfg->policy, cyclic, &o);
 	if (ret)
 		goto out;
@@ -600,7 +612,7 @@ static int gpu_level_cache(const struct tc_trace *tr, const struct tc_plan_cfg *
 
 			if (fifo && lb < prev_fetch)
 				lb = prev_fetch;
-			p = early ? place_early(o.use, n, lb, r, delta, cfg->gpu_bytes) : r;
+			p = early ? place_early(o.use, n, lb, r, delta, cfg->gpu_bytes, cfg->gpu_cap) : r;
 			if (fifo)
 				prev_fetch = p;
 			for (uint32_t k = o.vfirst[r]; k < o.vfirst[r + 1] && !ret; k++) {
@@ -914,7 +926,7 @@ static int pinned_level(const struct tc_trace *tr, const struct tc_plan_cfg *cfg
 		free(slot_of_end);
 		return ret;
 	}
-	ret = cache_run(rq, m, ti->bytes, ti->nt, cap - st->pinned_reserve_bytes,
+	ret = cache_run(rq, m, ti->bytes, ti->nt, cap - st->pinned_reserve_bytes, NULL, 0,
 			TC_POLICY_OURS, cyclic, &o);
 	if (ret)
 		goto out;
@@ -961,7 +973,7 @@ static int pinned_level(const struct tc_trace *tr, const struct tc_plan_cfg *cfg
 			lb = lb0;
 		if (o.res[j] == RES_MISS && lb < prev_in)
 			lb = prev_in;	/* NVMe reads in need order, as for H2D */
-		p = place_early(o.use, m, lb, j, delta, cap);
+		p = place_early(o.use, m, lb, j, delta, cap, NULL);
 		if (o.res[j] == RES_MISS)
 			prev_in = p;
 		for (uint32_t k = o.vfirst[j]; k < o.vfirst[j + 1] && !ret; k++) {

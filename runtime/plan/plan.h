@@ -151,6 +151,10 @@ struct tc_plan_cfg {
 	 * a few candidates (default); 0: pure MIN, Belady-optimal hit count. */
 	int64_t reserve_bytes;
 	int64_t pinned_reserve_bytes;	/* the same for pinned over NVMe */
+	/* Ours and LRU: per access, the GPU bytes there (each <= gpu_bytes);
+	 * NULL: gpu_bytes throughout. The executor lowers it where the plan's
+	 * GPU allocations would not lay out in the arena. */
+	const uint64_t *gpu_cap;
 };
 
 /* Schedule operations, issued by the executor when it reaches access pos. */

@@ -152,7 +152,7 @@ static int run(struct tencache *tc, unsigned policy, int nvme, const char *dir)
 			return ret;
 		}
 	}
-	T_EQ(tencache_cache_stats(c, &sts), 0);
+	T_EQ(tencache_cache_stats(c, &sts, sizeof(sts)), 0);
 	T_EQ(sts.steps, 8);
 	T_EQ(sts.reprofiles, 1);
 	T_EQ(sts.planned_steps, 5);	/* steps 1-4 and 7 (5 broke, 6 re-profiled) */
@@ -228,7 +228,7 @@ static int prefetched(struct tencache *tc, unsigned policy)
 		CK(cudaStreamSynchronize(st));
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		wall += ts.tv_sec * 1000000000ULL + ts.tv_nsec - t0;
-		T_EQ(tencache_cache_stats(c, &sts), 0);
+		T_EQ(tencache_cache_stats(c, &sts, sizeof(sts)), 0);
 		T_CHECK(sts.last_gpu_hits >= sts.last_hits && sts.last_gpu_hits <= sts.last_acquires,
 			"policy %u step %d: GPU-timeline hits %llu, CPU-clock %llu, of %llu", policy,
 			s, (unsigned long long)sts.last_gpu_hits, (unsigned long long)sts.last_hits,
@@ -239,7 +239,7 @@ static int prefetched(struct tencache *tc, unsigned policy)
 		       (unsigned long long)sts.last_acquires, sts.last_stall_ns / 1e6,
 		       sts.last_gpu_stall_ns / 1e6);
 	}
-	T_EQ(tencache_cache_stats(c, &sts), 0);
+	T_EQ(tencache_cache_stats(c, &sts, sizeof(sts)), 0);
 	T_CHECK(sts.planned_steps >= STEPS - 1, "%llu planned steps",
 		(unsigned long long)sts.planned_steps);
 	T_CHECK(sts.gpu_hits >= sts.hits && sts.gpu_hits <= sts.acquires,

@@ -183,7 +183,7 @@ static int run(struct tencache *tc, int nvme, const char *dir)
 			fprintf(stderr, "nvme %d: step %d failed: %d\n", nvme, s, ret);
 	}
 	T_EQ(ret, 0);
-	T_EQ(tencache_cache_stats(c, &st), 0);
+	T_EQ(tencache_cache_stats(c, &st, sizeof(st)), 0);
 	T_CHECK(st.planned_steps >= 4, "nvme %d: %llu of 6 steps planned", nvme,
 		(unsigned long long)st.planned_steps);
 	T_EQ(st.reprofiles, 0);
@@ -301,7 +301,7 @@ static void held_pinned(struct tencache *tc, const char *dir)
 		ret = held_step(c);
 		T_CHECK(ret == 0, "held_pinned: step %d: %d", s, ret);
 	}
-	T_EQ(tencache_cache_stats(c, &st), 0);
+	T_EQ(tencache_cache_stats(c, &st, sizeof(st)), 0);
 	T_EQ(tencache_cache_flush(c), 0);
 	for (int i = 0; i < NH; i++) {
 		void *h;

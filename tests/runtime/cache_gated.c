@@ -163,7 +163,7 @@ int main(void)
 		T_EQ(j.stale, 0);
 	}
 	T_EQ(ret, 0);
-	T_EQ(tencache_cache_stats(c, &st), 0);
+	T_EQ(tencache_cache_stats(c, &st, sizeof(st)), 0);
 	T_CHECK(st.planned_steps >= STEPS - 2, "%llu of %d steps planned",
 		(unsigned long long)st.planned_steps, STEPS);
 	T_EQ(st.reprofiles, 0);

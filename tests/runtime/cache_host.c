@@ -140,13 +140,13 @@ static int run(struct tencache *tc, unsigned policy, int nvme, const char *dir)
 			return ret;
 		}
 		/* host mode: the compute's clock is the host's */
-		T_EQ(tencache_cache_stats(c, &st), 0);
+		T_EQ(tencache_cache_stats(c, &st, sizeof(st)), 0);
 		T_CHECK(st.last_gpu_hits == st.last_hits && st.last_gpu_stall_ns == st.last_stall_ns,
 			"step %d: GPU-timeline hits %llu stall %llu ns, host %llu, %llu ns", s,
 			(unsigned long long)st.last_gpu_hits, (unsigned long long)st.last_gpu_stall_ns,
 			(unsigned long long)st.last_hits, (unsigned long long)st.last_stall_ns);
 	}
-	T_EQ(tencache_cache_stats(c, &st), 0);
+	T_EQ(tencache_cache_stats(c, &st, sizeof(st)), 0);
 	T_EQ(st.gpu_hits, st.hits);
 	T_EQ(st.gpu_stall_ns, st.stall_ns);
 	T_CHECK(st.stall_ns > 0, "no acquire waited in 8 steps at a quarter budget");

@@ -375,7 +375,7 @@ static int run(struct tencache *tc, const struct cfg *f, const char *dir)
 		tencache_cache_destroy(c);
 		return ret;
 	}
-	T_EQ(tencache_cache_stats(c, &st), 0);
+	T_EQ(tencache_cache_stats(c, &st, sizeof(st)), 0);
 	/* profiled, planned, an order change, profiled again, planned */
 	T_CHECK(st.planned_steps >= 5, "%s: %llu of %d steps planned", f->name,
 		(unsigned long long)st.planned_steps, STEPS);

@@ -286,8 +286,23 @@ int main(void)
 		T_EQ(ret, 0);
 	}
 	T_CHECK(drained, "no acquire after step 0 waits only for older copies");
-	T_EQ(tencache_cache_stats(c, &st), 0);
+	T_EQ(tencache_cache_stats(c, &st, sizeof(st)), 0);
 	T_EQ(st.planned_steps, STEPS - 1);
+	{	/* an older caller's shorter struct, a newer's longer one */
+		struct { struct tencache_cache_stats s; uint64_t more[4]; } big;
+		uint64_t small[2] = { 0, 0xdeadbeef };
+
+		T_EQ(tencache_cache_stats(c, (struct tencache_cache_stats *)small, 8), 0);
+		T_EQ(small[0], st.steps);
+		T_EQ(small[1], 0xdeadbeef);	/* nothing past size written */
+		memset(&big, 0xff, sizeof(big));
+		T_EQ(tencache_cache_stats(c, &big.s, sizeof(big)), 0);
+		T_EQ(big.s.planned_steps, st.planned_steps);
+		T_EQ(big.more[0] | big.more[3], 0);	/* zeros past the library's */
+		T_EQ(tencache_cache_stats(c, &st, 0), -EINVAL);
+		T_EQ(tencache_cache_stats(c, NULL, sizeof(st)), -EINVAL);
+		T_EQ(tencache_cache_stats(NULL, &st, sizeof(st)), -EINVAL);
+	}
 	T_CHECK(calls[TC_DC_COPY] > 0, "the plan copies");
 	printf("copies issued by the releases that end ops: %u, in %llu device calls (batched)\n",
 	       rel_copies, (unsigned long long)rel_calls);
@@ -331,7 +346,7 @@ int main(void)
 
 			T_EQ(ret, 0);
 		}
-		T_EQ(tencache_cache_stats(c, &st), 0);
+		T_EQ(tencache_cache_stats(c, &st, sizeof(st)), 0);
 		T_EQ(st.planned_steps, 2);
 		tencache_cache_destroy(c);
 	}

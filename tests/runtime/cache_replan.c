@@ -102,7 +102,7 @@ static void run(struct tencache *tc, int gpu, int nvme, unsigned fails, const ch
 		if (reprofiles && k == 0)
 			T_EQ(c->garena_shaped, 0);
 	}
-	T_EQ(tencache_cache_stats(c, &st), 0);
+	T_EQ(tencache_cache_stats(c, &st, sizeof(st)), 0);
 	T_EQ(st.replans, replans);
 	T_EQ(st.reprofiles, reprofiles);
 	/* the failing steps end unplanned, and so does the re-profiled one */

@@ -81,7 +81,7 @@ static int run(struct tencache *tc, const char *table, int nsteps,
 	}
 	for (int s = 0; s < nsteps && !ret; s++)
 		ret = step(c);
-	T_EQ(tencache_cache_stats(c, st), 0);
+	T_EQ(tencache_cache_stats(c, st, sizeof(*st)), 0);
 	tencache_cache_destroy(c);
 	return ret;
 }
