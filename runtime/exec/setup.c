@@ -701,14 +701,131 @@ static unsigned gpu_classes(struct tencache_cache *c, const struct tc_plan *pl,
 	return nr;
 }
 
+/*
+ * Builds the plan for cfg into c->plan and checks that its GPU allocations
+ * fit the arena (as they come, in slabs, or laid out ahead). 1: they do;
+ * 0: they do not (the plan is freed, *pf says where a layout failed);
+ * -EBADMSG: the plan failed its check (logged; the cache runs on demand).
+ */
+static int plan_fit(struct tencache_cache *c, const struct tc_plan_cfg *cfg,
+		    struct place_fail *pf)
+{
+	char err[256];
+	int ret, fits;
+
+	memset(pf, 0, sizeof(*pf));
+	ret = tc_plan_build(&c->trace, cfg, &c->plan);
+	if (ret)
+		return ret;
+	/* a plan that would lose or misread a value is a planner bug:
+	 * never run it (on demand is slow but correct) */
+	ret = tc_plan_check(&c->trace, cfg, &c->plan, err, sizeof(err));
+	if (ret) {
+		tc_plan_free(&c->plan);
+		tc_err(c->tc, "cache: the plan failed its check (%s); running on demand, without prefetch: please report this with the trace (tencache_cache_params.table_path)",
+		       err);
+		c->st.plan_rejects++;
+		c->no_plan = 1;
+		return -EBADMSG;
+	}
+	c->nr_ghist = 0;
+	fits = gpu_fits(c, &c->plan, NULL, 0);
+	if (!fits) {	/* slabs for the big sizes, then */
+		c->nr_ghist = gpu_classes(c, &c->plan, c->ghist, TC_GPU_CLASSES);
+		fits = c->nr_ghist ? gpu_fits(c, &c->plan, c->ghist, c->nr_ghist) : 0;
+	}
+	if (!fits) {	/* lay it out ahead instead */
+		c->nr_ghist = 0;
+		fits = plan_place(c, &c->plan, pf);
+		if (fits > 0) {
+			tc_info(c->tc, "cache: the plan's GPU allocations would fragment the arena: laid out ahead");
+			c->st.static_layouts++;
+		}
+	}
+	if (fits <= 0)
+		tc_plan_free(&c->plan);
+	return fits;
+}
+
+/*
+ * The plan in c fits the arena only at less than the budget throughout.
+ * Tries the full budget with less only where a layout failed (ours and LRU
+ * take a per-access capacity), a 1/16 of the budget more each round over
+ * the failing residency's accesses, and keeps that plan if it hits more.
+ * Finer cuts chase one failing residency after another: 1/64 did not
+ * converge in 48 rounds on the OPT-1.3B shape at 50% in host mode.
+ */
+static int plan_local(struct tencache_cache *c, struct tc_plan_cfg *cfg, uint64_t full,
+		      uint64_t *plan_bytes)
+{
+	enum { ROUNDS = 48 };
+	struct tencache_size_count ghist[TC_GPU_CLASSES];
+	struct tc_plan a = c->plan;
+	int64_t *a_op = c->op_goff, *a_start = c->start_goff;
+	unsigned a_nghist = c->nr_ghist;
+	uint64_t *capv, gb = cfg->gpu_bytes;
+	int fits = 0, round;
+
+	capv = malloc(c->trace.nr_acc * sizeof(*capv));
+	if (!capv)
+		return -ENOMEM;
+	memcpy(ghist, c->ghist, sizeof(ghist));
+	for (uint32_t i = 0; i < c->trace.nr_acc; i++)
+		capv[i] = full;
+	c->op_goff = c->start_goff = NULL;
+	cfg->gpu_bytes = full;
+	cfg->gpu_cap = capv;
+	for (round = 1; round <= ROUNDS; round++) {
+		struct place_fail pf;
+		uint64_t cut;
+
+		fits = plan_fit(c, cfg, &pf);
+		if (fits || !pf.over)
+			break;
+		cut = pf.over > c->p.gpu_budget / 16 ? pf.over : c->p.gpu_budget / 16;
+		for (uint32_t i = pf.from;; i = (i + 1) % c->trace.nr_acc) {
+			capv[i] = capv[i] > cut ? capv[i] - cut : 0;
+			if (i == pf.to)
+				break;
+		}
+	}
+	cfg->gpu_cap = NULL;
+	if (fits == -EBADMSG)	/* logged and counted: plan a still runs */
+		c->no_plan = 0;
+	if (fits == 1 && c->plan.st.hits > a.st.hits) {
+		double sum = 0;
+
+		for (uint32_t i = 0; i < c->trace.nr_acc; i++)
+			sum += capv[i];
+		*plan_bytes = (uint64_t)(sum / c->trace.nr_acc);	/* on average */
+		tc_info(c->tc, "cache: planned with less GPU room only where the layout needed it (%d rounds): %u GPU hits, %u planning for less throughout",
+			round, c->plan.st.hits, a.st.hits);
+		tc_plan_free(&a);
+		free(a_op);
+		free(a_start);
+	} else {	/* back to the plan for less throughout */
+		if (fits == 1)
+			tc_plan_free(&c->plan);
+		free(c->op_goff);
+		free(c->start_goff);
+		c->plan = a;
+		c->op_goff = a_op;
+		c->start_goff = a_start;
+		c->nr_ghist = a_nghist;
+		memcpy(c->ghist, ghist, sizeof(ghist));
+		cfg->gpu_bytes = gb;
+	}
+	free(capv);
+	/* a capacity too low somewhere for an op (-ENOSPC) left plan a */
+	return fits == -ENOMEM ? -ENOMEM : 0;
+}
+
 int tc_exec_enter_plan(struct tencache_cache *c)
 {
-	enum { LOCAL_TRIES = 48 };
 	struct tc_plan_cfg cfg;
-	uint64_t sum = 0, t0 = tc_now_ns(), gpu_bytes0, *capv = NULL, plan_bytes;
-	int local = 0;
-	char b1[32], b2[32], err[256];
-	int ret;
+	uint64_t sum = 0, t0 = tc_now_ns(), gpu_bytes0, plan_bytes;
+	char b1[32], b2[32];
+	int ret = 0;
 
 	c->want_plan = 0;
 	tc_plan_cfg_default(&cfg);
@@ -735,92 +852,20 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 		tc_plan_free(&c->plan);
 	c->have_plan = 0;
 	gpu_bytes0 = cfg.gpu_bytes;
-	/*
-	 * Plan for less where its allocations would fragment: first only
-	 * where the layout failed (ours and LRU take a per-access capacity),
-	 * then, if that does not converge, for less throughout.
-	 */
+	/* plan for less than the budget when its allocations would fragment */
 	for (int tries = 0;; tries++) {
 		uint64_t step = c->p.gpu_budget / 64;
-		struct place_fail pf = { 0 };
-		int fits;
+		struct place_fail pf;
+		int fits = plan_fit(c, &cfg, &pf);
 
-		ret = tc_plan_build(&c->trace, &cfg, &c->plan);
-		if (ret && capv) {	/* lowered too far somewhere: throughout, then */
-			free(capv);
-			capv = NULL;
-			cfg.gpu_cap = NULL;
-			local = LOCAL_TRIES;
-			tries = -1;
-			continue;
-		}
-		if (ret)
-			break;
-		/* a plan that would lose or misread a value is a planner bug:
-		 * never run it (on demand is slow but correct) */
-		ret = tc_plan_check(&c->trace, &cfg, &c->plan, err, sizeof(err));
-		if (ret) {
-			tc_plan_free(&c->plan);
-			tc_err(c->tc, "cache: the plan failed its check (%s); running on demand, without prefetch: please report this with the trace (tencache_cache_params.table_path)",
-			       err);
-			c->st.plan_rejects++;
-			c->no_plan = 1;
-			return 0;
-		}
-		c->nr_ghist = 0;
-		fits = gpu_fits(c, &c->plan, NULL, 0);
-		if (!fits) {	/* slabs for the big sizes, then */
-			c->nr_ghist = gpu_classes(c, &c->plan, c->ghist, TC_GPU_CLASSES);
-			fits = c->nr_ghist ? gpu_fits(c, &c->plan, c->ghist, c->nr_ghist) : 0;
-		}
-		if (!fits) {	/* lay it out ahead instead */
-			c->nr_ghist = 0;
-			fits = plan_place(c, &c->plan, &pf);
-			if (fits > 0) {
-				tc_info(c->tc, "cache: the plan's GPU allocations would fragment the arena: laid out ahead");
-				c->st.static_layouts++;
-			}
-		}
+		if (fits == -EBADMSG)
+			return 0;	/* running on demand */
 		if (fits < 0) {
-			tc_plan_free(&c->plan);
-			return fits;
+			ret = fits;
+			break;
 		}
 		if (fits)
 			break;
-		tc_plan_free(&c->plan);
-		if (pf.over && local < LOCAL_TRIES &&
-		    (cfg.policy == TC_POLICY_OURS || cfg.policy == TC_POLICY_LRU)) {
-			/* 1/16 of the budget a round: finer cuts chase one
-			 * failing residency after another (host mode, OPT-1.3B
-			 * shape at 50%: 1/16 kept 84% of Belady's hits, 1/64
-			 * did not converge in 48 rounds, less throughout 71%) */
-			uint64_t cut = pf.over > c->p.gpu_budget / 16 ? pf.over : c->p.gpu_budget / 16;
-
-			if (!capv) {
-				capv = malloc(c->trace.nr_acc * sizeof(*capv));
-				if (!capv)
-					return -ENOMEM;
-				for (uint32_t i = 0; i < c->trace.nr_acc; i++)
-					capv[i] = cfg.gpu_bytes;
-				cfg.gpu_cap = capv;
-			}
-			for (uint32_t i = pf.from;; i = (i + 1) % c->trace.nr_acc) {
-				capv[i] = capv[i] > cut ? capv[i] - cut : 0;
-				if (i == pf.to)
-					break;
-			}
-			local++;
-			tries--;
-			continue;
-		}
-		if (capv) {	/* did not converge: less throughout */
-			free(capv);
-			capv = NULL;
-			cfg.gpu_cap = NULL;
-			local = LOCAL_TRIES;
-			tries = -1;
-			continue;
-		}
 		if (tries == 32 || cfg.gpu_bytes <= step + tc_trace_max_op_bytes(&c->trace)) {
 			/*
 			 * No layout for ours: its resident sets shift with
@@ -846,17 +891,13 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 		cfg.gpu_bytes -= step;
 	}
 	plan_bytes = cfg.gpu_bytes;
-	if (capv && !ret) {	/* made for: on average over the step */
-		double sum_cap = 0;
-
-		for (uint32_t i = 0; i < c->trace.nr_acc; i++)
-			sum_cap += capv[i];
-		plan_bytes = (uint64_t)(sum_cap / c->trace.nr_acc);
+	if (!ret && cfg.gpu_bytes < gpu_bytes0 &&
+	    (cfg.policy == TC_POLICY_OURS || cfg.policy == TC_POLICY_LRU)) {
+		ret = plan_local(c, &cfg, gpu_bytes0, &plan_bytes);
+		if (ret < 0)
+			return ret;
+		ret = 0;
 	}
-	free(capv);	/* the plan holds no pointer into it */
-	if (!ret && local && local < LOCAL_TRIES)
-		tc_info(c->tc, "cache: planned with less GPU room where the layout needed it (%d rounds)",
-			local);
 	if (ret) {
 		tc_fmt_bytes(b1, sizeof(b1), c->p.gpu_budget);
 		tc_fmt_bytes(b2, sizeof(b2), tc_trace_max_op_bytes(&c->trace));
