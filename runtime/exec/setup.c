@@ -753,12 +753,16 @@ static int plan_fit(struct tencache_cache *c, const struct tc_plan_cfg *cfg,
  * take a per-access capacity), a 1/16 of the budget more each round over
  * the failing residency's accesses, and keeps that plan if it hits more.
  * Finer cuts chase one failing residency after another: 1/64 did not
- * converge in 48 rounds on the OPT-1.3B shape at 50% in host mode.
+ * converge in 48 rounds on the OPT-1.3B shape at 50% in host mode. It
+ * gives up after 48 rounds, or once it took as long as the plan before it
+ * (at least a second).
  */
 static int plan_local(struct tencache_cache *c, struct tc_plan_cfg *cfg, uint64_t full,
-		      uint64_t *plan_bytes)
+		      uint64_t spent_ns, uint64_t *plan_bytes)
 {
 	enum { ROUNDS = 48 };
+	/* at most as long again as the plan took, so start-up stays bounded */
+	uint64_t until = tc_now_ns() + (spent_ns > 1000000000ULL ? spent_ns : 1000000000ULL);
 	struct tencache_size_count ghist[TC_GPU_CLASSES];
 	struct tc_plan a = c->plan;
 	int64_t *a_op = c->op_goff, *a_start = c->start_goff;
@@ -780,7 +784,7 @@ static int plan_local(struct tencache_cache *c, struct tc_plan_cfg *cfg, uint64_
 		uint64_t cut;
 
 		fits = plan_fit(c, cfg, &pf);
-		if (fits || !pf.over)
+		if (fits || !pf.over || tc_now_ns() > until)
 			break;
 		cut = pf.over > c->p.gpu_budget / 16 ? pf.over : c->p.gpu_budget / 16;
 		for (uint32_t i = pf.from;; i = (i + 1) % c->trace.nr_acc) {
@@ -893,7 +897,7 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 	plan_bytes = cfg.gpu_bytes;
 	if (!ret && cfg.gpu_bytes < gpu_bytes0 &&
 	    (cfg.policy == TC_POLICY_OURS || cfg.policy == TC_POLICY_LRU)) {
-		ret = plan_local(c, &cfg, gpu_bytes0, &plan_bytes);
+		ret = plan_local(c, &cfg, gpu_bytes0, tc_now_ns() - t0, &plan_bytes);
 		if (ret < 0)
 			return ret;
 		ret = 0;
