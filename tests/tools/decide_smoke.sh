@@ -25,12 +25,15 @@ grep -qE '^goal: .*: (PASS|FAIL)$' "$out" || { echo "FAIL: no goal line"; exit 1
 # the device calls per decision: ours copies and records events (a budget of
 # half the parameters evicts), and resident, with every tensor kept, copies less;
 # ours batches its copies: fewer copy calls than nobatch, the same records
+# (within 5%: each variant plans from its own profiled step, and the plans,
+# made for less where the layout needs it, may differ by a few copies)
 awk '/^device calls per decision/ { t = 1; next }
      t && NF == 0 { t = 0 }
      t && $1 == "ours" { oc = $2; orc = $4; oa = $NF }
      t && $1 == "nobatch" { nc = $2; nrc = $4 }
      t && $1 == "resident" { ra = $NF }
-     END { exit !(oc > 0 && orc > 0 && ra > 0 && ra < oa && oc < nc && orc == nrc) }' "$out" ||
+     END { d = orc - nrc; if (d < 0) d = -d
+	   exit !(oc > 0 && orc > 0 && ra > 0 && ra < oa && oc < nc && d <= 0.05 * nrc) }' "$out" ||
 	{ sed -n '/^device calls/,/^$/p' "$out"
 	  echo "FAIL: device calls per decision: none counted, resident's not below ours, or ours' copies not batched"; exit 1; }
 grep -q "^device ns per decision" "$out" && { echo "FAIL: device ns printed without --call-ns"; exit 1; }
