@@ -551,6 +551,7 @@ struct tencache_cache_stats {
 	 */
 	uint64_t plan_gpu_bytes;
 	uint64_t plan_reads, plan_hits;
+	uint64_t plan_read_bytes, plan_hit_bytes;	/* the same in bytes */
 };
 
 TENCACHE_API int tencache_cache_create(struct tencache *tc, struct tencache_cache **cp,

@@ -55,7 +55,7 @@ def main():
 
     a = ax[0][1]
     a.bar(x, hit, color="tab:green")
-    a.axhline(100 * res["belady_hit_rate"], color="k", ls="--", label="Belady optimum")
+    a.axhline(100 * res["belady_hit_rate"], color="k", ls="--", label="Belady (MIN)")
     a.set_xticks(list(x), names)
     a.set_ylabel("% of GPU acquires")
     a.set_ylim(0, 105)

@@ -89,6 +89,7 @@ struct result {
 	uint64_t planned_steps, reprofiles, replans, plan_fallbacks, gpu_peak;
 	uint64_t exec_plan_gpu;		/* the GPU bytes the cache's plan was made for */
 	double exec_plan_hit;		/* that plan's hit rate */
+	double exec_plan_hit_bytes;	/* of the bytes read */
 	double link_bw[TC_LINK_NR];	/* the bandwidths the cache measured (or was given) */
 	double decision_ns;		/* per acquire/release decision */
 	/* the planner's view */
@@ -466,8 +467,17 @@ static void plan_cfg(const struct tencache_cache_params *cp, const double *bw,
 	cfg->policy = pol;
 }
 
-/* Belady/MIN hit rate for the budget: ours with no prefetch reserve. */
-static int belady_hit(const struct tc_trace *tr, const struct tc_plan_cfg *base, double *hit)
+/* The hit rates a policy is held to (of reads, and of the bytes read). */
+struct hitref {
+	double belady, belady_bytes;	/* MIN by next use alone */
+	double kept, kept_bytes;	/* MIN keeping small tensors, as ours plans */
+};
+
+/* MIN's hit rate for the budget, of reads and of read bytes: ours with no
+ * prefetch reserve; pure: by next use alone (Belady), else as ours plans
+ * (small tensors kept). */
+static int belady_hit(const struct tc_trace *tr, const struct tc_plan_cfg *base, bool pure,
+		      double *hit, double *hit_bytes)
 {
 	struct tc_plan_cfg cfg = *base;
 	struct tc_plan pl;
@@ -475,10 +485,13 @@ static int belady_hit(const struct tc_trace *tr, const struct tc_plan_cfg *base,
 
 	cfg.policy = TC_POLICY_OURS;
 	cfg.reserve_bytes = 0;
+	if (pure)
+		cfg.flags |= TC_PLAN_PURE_MIN;
 	ret = tc_plan_build(tr, &cfg, &pl);
 	if (ret)
 		return ret;
 	*hit = pl.st.reads ? (double)pl.st.hits / pl.st.reads : 1;
+	*hit_bytes = pl.st.read_bytes ? (double)pl.st.hit_bytes / pl.st.read_bytes : 1;
 	tc_plan_free(&pl);
 	return 0;
 }
@@ -965,10 +978,12 @@ static int run_policy(struct tencache *tc, const struct opts *o, const struct tc
 	r->exec_plan_gpu = s1.plan_gpu_bytes;
 	memcpy(r->link_bw, s1.link_bw, sizeof(r->link_bw));
 	r->exec_plan_hit = s1.plan_reads ? (double)s1.plan_hits / s1.plan_reads : 0;
+	r->exec_plan_hit_bytes = s1.plan_read_bytes ? (double)s1.plan_hit_bytes / s1.plan_read_bytes : 0;
 	if (s1.plan_gpu_bytes)
-		fprintf(stderr, "  %-9s its plan: %.2f%% hits, made for %.1f%% of the GPU budget "
-			"(the rest: room for the arena's fragmentation)\n", name,
-			100 * r->exec_plan_hit, 100.0 * s1.plan_gpu_bytes / cp.gpu_budget);
+		fprintf(stderr, "  %-9s its plan: %.2f%% hits (%.2f%% of the bytes read), made for %.1f%% "
+			"of the GPU budget (the rest: room for the arena's fragmentation)\n", name,
+			100 * r->exec_plan_hit, 100 * r->exec_plan_hit_bytes,
+			100.0 * s1.plan_gpu_bytes / cp.gpu_budget);
 	r->decision_ns = s1.decisions ? (double)s1.decision_ns / s1.decisions : 0;
 	if (timeline) {
 		ret = tencache_cache_timeline(c, o->timeline);
@@ -1091,7 +1106,7 @@ static cJSON *u64_array(const uint64_t *v, unsigned n)
 static cJSON *result_json(int argc, char **argv, const struct opts *o,
 			  const struct tc_model *m, const struct tc_trace *tr,
 			  const struct tencache_cache_params *cp, const double *bw,
-			  const char *bw_src, bool host, double belady, const struct result *res)
+			  const char *bw_src, bool host, const struct hitref *hr, const struct result *res)
 {
 	cJSON *root = cJSON_CreateObject(), *x, *arr;
 	struct utsname u;
@@ -1156,7 +1171,10 @@ static cJSON *result_json(int argc, char **argv, const struct opts *o,
 	for (int l = 0; l < TC_LINK_NR; l++)
 		cJSON_AddNumberToObject(arr, link_names[l], bw[l]);
 	cJSON_AddStringToObject(x, "bw_source", bw_src);
-	cJSON_AddNumberToObject(root, "belady_hit_rate", belady);
+	cJSON_AddNumberToObject(root, "belady_hit_rate", hr->belady);
+	cJSON_AddNumberToObject(root, "belady_byte_hit_rate", hr->belady_bytes);
+	cJSON_AddNumberToObject(root, "min_small_kept_hit_rate", hr->kept);
+	cJSON_AddNumberToObject(root, "min_small_kept_byte_hit_rate", hr->kept_bytes);
 
 	arr = cJSON_AddArrayToObject(root, "policies");
 	for (unsigned i = 0; i < NR_POL; i++) {
@@ -1198,6 +1216,7 @@ static cJSON *result_json(int argc, char **argv, const struct opts *o,
 			cJSON_AddNumberToObject(p, "plan_fallbacks", (double)r->plan_fallbacks);
 			cJSON_AddNumberToObject(p, "exec_plan_gpu_bytes", (double)r->exec_plan_gpu);
 			cJSON_AddNumberToObject(p, "exec_plan_hit_rate", r->exec_plan_hit);
+			cJSON_AddNumberToObject(p, "exec_plan_byte_hit_rate", r->exec_plan_hit_bytes);
 			cJSON_AddNumberToObject(p, "gpu_bytes_peak", (double)r->gpu_peak);
 			cJSON_AddNumberToObject(p, "decision_ns", r->decision_ns);
 			cJSON_AddNumberToObject(p, "bound_ns", (double)r->bound_ns);
@@ -1351,6 +1370,7 @@ int bench_replay(int argc, char **argv)
 	struct tencache *tc = NULL;
 	struct opts o;
 	double bw[TC_LINK_NR], belady = 0;
+	struct hitref hr = { 0 };
 	uint64_t p16, all, maxop, compute;
 	const char *bw_src;
 	char b1[32], b2[32], b3[32], tmp_json[64] = "";
@@ -1497,11 +1517,15 @@ int bench_replay(int argc, char **argv)
 		}
 		compute = bound_compute(&tr, true);
 	}
-	ret = belady_hit(&tr, &pcfg, &belady);
+	ret = belady_hit(&tr, &pcfg, true, &belady, &hr.belady_bytes);
+	ret = ret ?: belady_hit(&tr, &pcfg, false, &hr.kept, &hr.kept_bytes);
+	hr.belady = belady;
 	if (ret)
 		fprintf(stderr, "replay: the Belady planner: %s\n", strerror(-ret));
 	else
-		printf("  Belady (MIN) GPU hit rate for this budget: %.2f%%\n", 100 * belady);
+		printf("  Belady (MIN) GPU hit rate for this budget: %.2f%% (%.2f%% of the bytes read); "
+		       "MIN keeping tensors under 1/1000 of the budget: %.2f%% (%.2f%%)\n",
+		       100 * belady, 100 * hr.belady_bytes, 100 * hr.kept, 100 * hr.kept_bytes);
 	fflush(stdout);
 
 	res = calloc(NR_POL, sizeof(*res));
@@ -1575,7 +1599,7 @@ int bench_replay(int argc, char **argv)
 
 	if (o.out || o.plot) {
 		cJSON *root = result_json(argc, argv, &o, &m, &tr, &cp, bw, bw_src, host,
-					  belady, res);
+					  &hr, res);
 		const char *path = o.out;
 
 		if (!path) {

@@ -43,7 +43,8 @@ class CacheStats(ctypes.Structure):
                 ("last_gpu_hits", c_u64), ("last_gpu_stall_ns", c_u64),
                 ("static_layouts", c_u64), ("replans", c_u64),
                 ("plan_fallbacks", c_u64), ("held_copies", c_u64),
-                ("plan_gpu_bytes", c_u64), ("plan_reads", c_u64), ("plan_hits", c_u64)]
+                ("plan_gpu_bytes", c_u64), ("plan_reads", c_u64), ("plan_hits", c_u64),
+                ("plan_read_bytes", c_u64), ("plan_hit_bytes", c_u64)]
 
 
 class AdamParams(ctypes.Structure):

@@ -2236,6 +2236,8 @@ int tencache_cache_stats(struct tencache_cache *c, struct tencache_cache_stats *
 		st->plan_gpu_bytes = c->plan_gpu_bytes;
 		st->plan_reads = c->plan.st.reads;
 		st->plan_hits = c->plan.st.hits;
+		st->plan_read_bytes = c->plan.st.read_bytes;
+		st->plan_hit_bytes = c->plan.st.hit_bytes;
 	}
 	/* the caller's struct may be shorter (older) or longer (newer) */
 	memcpy(out, &s, size < sizeof(s) ? size : sizeof(s));
