@@ -6,7 +6,8 @@
 # matplotlib is there) go to OUTDIR. Made to end within 8 minutes: each
 # replay has a --time-limit (an equal share per policy) and a hard timeout.
 #   bash tools/gpu/h200-replay.sh [OUTDIR] 2>&1 | tee OUTDIR/run.log
-# OUTDIR defaults to $OUT, else /tmp/tencache-h200-replay.
+# OUTDIR defaults to $OUT, else /tmp/tencache-h200-replay. It builds the shared
+# library too (build/libtencache.so), which tests/python/test_offload_gpu.py loads.
 #
 # Sizes (the machine: 125 GiB RAM, 64 GiB free disk, no NVMe device: the swap
 # file is on the virtio disk, ~1.2 GB/s read, ~2 GB/s write):
@@ -60,7 +61,7 @@ D=$TOP/.devdeps
 export C_INCLUDE_PATH=$D/include CPLUS_INCLUDE_PATH=$D/include LIBRARY_PATH=$D/lib
 export LD_LIBRARY_PATH=$D/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}	# libcjson.so.1
 BENCH=$TOP/build/tools/tencache-bench
-if ! make -s -j16 -C runtime "$TOP/build/libtencache.a" > "$O/build.log" 2>&1 ||
+if ! make -s -j16 -C runtime > "$O/build.log" 2>&1 ||
 	! make -s -C tools >> "$O/build.log" 2>&1; then
 	tail -30 "$O/build.log"
 	BENCH=$D/prebuilt/tools/tencache-bench
