@@ -1524,7 +1524,7 @@ int bench_replay(int argc, char **argv)
 		fprintf(stderr, "replay: the Belady planner: %s\n", strerror(-ret));
 	else
 		printf("  Belady (MIN) GPU hit rate for this budget: %.2f%% (%.2f%% of the bytes read); "
-		       "MIN keeping tensors under 1/1000 of the budget: %.2f%% (%.2f%%)\n",
+		       "MIN keeping tensors under 1/1000 of the budget (up to 1/32 of it): %.2f%% (%.2f%%)\n",
 		       100 * belady, 100 * hr.belady_bytes, 100 * hr.kept, 100 * hr.kept_bytes);
 	fflush(stdout);
 

@@ -89,13 +89,11 @@ static int push_victim(struct cout *o, struct victim v)
 }
 
 /* Pick the victim: MIN = dead values first, then furthest next use, then
- * the largest; LRU = least recently used. Tensors under tiny bytes go only
- * when nothing else can: evicting one frees next to no room but costs a
- * miss (biases and norms are most of a transformer's GPU reads; keeping
- * them doubles MIN's hit count at no cost in bytes moved,
- * results/layout-min). O(resident), planning time only. */
+ * the largest; LRU = least recently used. Kept tensors (small ones, see
+ * small_keep) go only when nothing else can. O(resident), planning time
+ * only. */
 static int64_t pick_victim(const struct cstate *s, uint32_t nt, const uint64_t *bytes,
-			   int64_t now, int64_t cold, enum tc_policy pol, uint64_t tiny)
+			   int64_t now, int64_t cold, enum tc_policy pol, const uint8_t *keep)
 {
 	int64_t best = -1;
 
@@ -106,8 +104,8 @@ static int64_t pick_victim(const struct cstate *s, uint32_t nt, const uint64_t *
 			best = t;
 			continue;
 		}
-		if ((bytes[t] < tiny) != (bytes[best] < tiny)) {
-			if (bytes[best] < tiny)
+		if (keep && keep[t] != keep[best]) {
+			if (keep[best])
 				best = t;
 			continue;
 		}
@@ -181,7 +179,7 @@ static inline uint64_t cap_at(uint64_t cap, const uint64_t *capv, uint64_t sub, 
 
 static int cache_step(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 		      uint32_t nt, uint64_t cap, const uint64_t *capv, uint64_t sub,
-		      enum tc_policy pol, uint64_t tiny, const int64_t *nkey, const uint8_t *nlive,
+		      enum tc_policy pol, const uint8_t *keep, const int64_t *nkey, const uint8_t *nlive,
 		      struct cstate *s, struct cout *o, uint64_t *used)
 {
 	uint32_t cur_group = NO_GROUP;
@@ -221,7 +219,7 @@ static int cache_step(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 				o->res[r] = (q->f & RQ_NEED) ? RES_HIT : RES_AHIT;
 			} else {
 				while (*used + bytes[t] > cap_at(cap, capv, sub, r)) {
-					int64_t v = pick_victim(s, nt, bytes, r, q->cold, pol, tiny);
+					int64_t v = pick_victim(s, nt, bytes, r, q->cold, pol, keep);
 
 					if (v < 0)
 						return -ENOSPC;
@@ -262,7 +260,7 @@ static int cache_step(const struct creq *rq, uint32_t n, const uint64_t *bytes,
  * from empty (acyclic). o->start/end hold the final step's states. */
 static int cache_run(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 		     uint32_t nt, uint64_t cap, const uint64_t *capv, uint64_t sub,
-		     enum tc_policy pol, uint64_t tiny, bool cyclic, struct cout *o)
+		     enum tc_policy pol, const uint8_t *keep, bool cyclic, struct cout *o)
 {
 	struct cstate s = { 0 };
 	int64_t *nkey = malloc(n * sizeof(*nkey)), *st_key = malloc(nt * sizeof(*st_key));
@@ -310,7 +308,7 @@ static int cache_run(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 				s.evict_at[t] = -(int64_t)n;
 			s.held[t] = -1;
 		}
-		ret = cache_step(rq, n, bytes, nt, cap, capv, sub, pol, tiny, nkey, nlive, &s, o, &used);
+		ret = cache_step(rq, n, bytes, nt, cap, capv, sub, pol, keep, nkey, nlive, &s, o, &used);
 		if (ret)
 			goto out;
 		o->iters = it + 1;
@@ -513,6 +511,52 @@ static int gpu_requests(const struct tc_trace *tr, const struct tinfo *ti, bool 
 
 /* ---- GPU level: ours and LRU (from the cache core) ---------------------- */
 
+/*
+ * The GPU tensors ours' MIN keeps unless nothing else can go: the smallest,
+ * each under 1/1000 of the budget and all together at most 1/32 of it.
+ * Evicting one frees next to no room but costs a miss: biases and norms
+ * are most of a transformer's GPU reads, and keeping them doubles MIN's hit
+ * count at no cost in bytes moved (results/layout-min).
+ */
+static int small_cmp(const void *a, const void *b, void *arg)
+{
+	const uint64_t *bytes = arg;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return bytes[x] < bytes[y] ? -1 : bytes[x] > bytes[y] ? 1 : (x > y) - (x < y);
+}
+
+static int small_keep(const struct tc_trace *tr, const struct tinfo *ti, uint64_t budget,
+		      uint8_t **out)
+{
+	uint8_t *keep = calloc(ti->nt ? ti->nt : 1, 1), *gpu = calloc(ti->nt ? ti->nt : 1, 1);
+	uint32_t *ord = malloc((ti->nt ? ti->nt : 1) * sizeof(*ord)), n = 0;
+	uint64_t sum = 0;
+
+	if (!keep || !gpu || !ord) {
+		free(keep);
+		free(gpu);
+		free(ord);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < tr->nr_acc; i++)
+		if (!(tr->acc[i].flags & TC_ACC_HOST))
+			gpu[tr->acc[i].tensor] = 1;
+	for (uint32_t t = 0; t < ti->nt; t++)
+		if (gpu[t] && ti->bytes[t] < budget / 1000)
+			ord[n++] = t;
+	qsort_r(ord, n, sizeof(*ord), small_cmp, (void *)ti->bytes);
+	for (uint32_t k = 0; k < n && sum + ti->bytes[ord[k]] <= budget / 32; k++) {
+		keep[ord[k]] = 1;
+		sum += ti->bytes[ord[k]];
+	}
+	free(gpu);
+	free(ord);
+	*out = keep;
+	return 0;
+}
+
+
 static int gpu_level_cache(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 			   const struct tinfo *ti, struct gops *g, uint8_t *hit,
 			   uint8_t *start, struct tc_plan_stats *st)
@@ -522,12 +566,17 @@ static int gpu_level_cache(const struct tc_trace *tr, const struct tc_plan_cfg *
 	struct cout o = { 0 };
 	uint32_t n = ti->n;
 	int64_t lb0, prev_fetch = INT64_MIN;
-	uint8_t *hostw = NULL, *lastw = NULL;
+	uint8_t *hostw = NULL, *lastw = NULL, *keep = NULL;
 	int ret;
 
 	ret = gpu_requests(tr, ti, cfg->policy == TC_POLICY_OURS && st->cold_first, &rq);
 	if (ret)
 		return ret;
+	if (cfg->policy == TC_POLICY_OURS && !(cfg->flags & TC_PLAN_PURE_MIN)) {
+		ret = small_keep(tr, ti, cfg->gpu_bytes, &keep);
+		if (ret)
+			goto out;
+	}
 	/* per request: its value was last written by a host op (a gated fetch) */
 	hostw = calloc(n, 1);
 	lastw = calloc(ti->nt ? ti->nt : 1, 1);
@@ -544,9 +593,7 @@ static int gpu_level_cache(const struct tc_trace *tr, const struct tc_plan_cfg *
 				lastw[a->tensor] = !!(a->flags & TC_ACC_HOST);
 		}
 	ret = cache_run(rq, n, ti->bytes, ti->nt, cfg->gpu_bytes - st->reserve_bytes,
-			cfg->gpu_cap, st->reserve_bytes, cfg->policy,
-			cfg->policy == TC_POLICY_OURS && !(cfg->flags & TC_PLAN_PURE_MIN) ?
-			cfg->gpu_bytes / 1000 : 0, cyclic, &o);
+			cfg->gpu_cap, st->reserve_bytes, cfg->policy, keep, cyclic, &o);
 	if (ret)
 		goto out;
 	st->steady_iters = o.iters;
@@ -643,6 +690,7 @@ out:
 	free(rq);
 	free(hostw);
 	free(lastw);
+	free(keep);
 	return ret;
 }
 
@@ -937,7 +985,7 @@ static int pinned_level(const struct tc_trace *tr, const struct tc_plan_cfg *cfg
 		return ret;
 	}
 	ret = cache_run(rq, m, ti->bytes, ti->nt, cap - st->pinned_reserve_bytes, NULL, 0,
-			TC_POLICY_OURS, 0, cyclic, &o);
+			TC_POLICY_OURS, NULL, cyclic, &o);
 	if (ret)
 		goto out;
 	if (!o.converged)
