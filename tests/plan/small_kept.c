@@ -1,9 +1,9 @@
 /* small_kept.c - ours' MIN keeps tensors under 1/1000 of the GPU budget
- * (biases, norms; at most 1/32 of it in all) unless nothing else can go: on a generated OPT-1.3B step
- * at 25% and 50% of its fp16 parameters, with no reserve, it hits more
- * often than MIN by next use alone (TC_PLAN_PURE_MIN, Belady's rule) and
- * moves no more bytes for it (its byte hit rate within 0.5 points), and
- * its plans pass the checker. */
+ * (biases, norms; at most 1/32 of it in all) unless nothing else can go:
+ * on a generated OPT-1.3B step at 25% and 50% of its fp16 parameters, with
+ * no reserve, it hits more often than MIN by next use alone
+ * (TC_PLAN_PURE_MIN, Belady's rule) and moves no more bytes for it (its
+ * byte hit rate within 0.5 points), and its plans pass the checker. */
 #include <errno.h>
 #include <stdio.h>
 
