@@ -520,6 +520,63 @@ struct place_fail {
 	uint64_t over;
 };
 
+/* Equal sizes in time order (start, then the longer first). */
+static int res_by_start(const void *x, const void *y, void *arg)
+{
+	const struct tc_res *r = arg;
+	const struct tc_res *a = &r[*(const uint32_t *)x], *b = &r[*(const uint32_t *)y];
+
+	if (a->len != b->len)
+		return a->len > b->len ? -1 : 1;
+	if (a->s != b->s)
+		return a->s < b->s ? -1 : 1;
+	return a->e - a->s > b->e - b->s ? -1 : a->e - a->s < b->e - b->s;
+}
+
+/*
+ * First fit of the residencies in order: each at the lowest offset free of
+ * those placed before it that overlap it in time. 1: all within the budget;
+ * 0: not (pf, if given, says where).
+ */
+static int place_order(struct tencache_cache *c, const struct tc_plan *pl, struct tc_res *r,
+		       uint32_t nres, const uint32_t *order, uint64_t *busy, uint64_t T,
+		       struct place_fail *pf)
+{
+	for (uint32_t n = 0; n < nres; n++) {
+		struct tc_res *x = &r[order[n]];
+		uint32_t nb = 0;
+		uint64_t at = 0;
+
+		if (x->dead)
+			continue;
+		for (uint32_t m = 0; m < n; m++) {
+			const struct tc_res *y = &r[order[m]];
+
+			if (!y->dead && res_overlap(x, y, T)) {
+				busy[2 * nb] = y->off;
+				busy[2 * nb++ + 1] = y->len;
+			}
+		}
+		qsort(busy, nb, 2 * sizeof(*busy), u64_pair_cmp);
+		for (uint32_t b = 0; b < nb && busy[2 * b] < at + x->len; b++)
+			if (busy[2 * b] + busy[2 * b + 1] > at)
+				at = busy[2 * b] + busy[2 * b + 1];
+		x->off = at;
+		if (at + x->len > c->p.gpu_budget) {
+			if (pf) {	/* op k is at time k + 1, the step's start at 0 */
+				uint64_t s0 = x->s % T, e0 = x->e % T;
+
+				pf->from = s0 ? pl->ops[s0 - 1].pos : 0;
+				pf->to = e0 ? pl->ops[e0 - 1].pos : pl->nr_acc - 1;
+				pf->over = at + x->len - c->p.gpu_budget;
+			}
+			return 0;
+		}
+	}
+	return 1;
+}
+
+
 static int plan_place(struct tencache_cache *c, const struct tc_plan *pl, struct place_fail *pf)
 {
 	uint64_t T = (uint64_t)pl->nr_ops + 1;	/* the start set at 0, op k at k + 1 */
@@ -584,39 +641,17 @@ static int plan_place(struct tencache_cache *c, const struct tc_plan *pl, struct
 		ret = -ENOMEM;
 		goto out;
 	}
-	for (uint32_t i = 0; i < nres; i++)
-		order[i] = i;
-	qsort_r(order, nres, sizeof(*order), res_by_size, r);
-	for (uint32_t n = 0; n < nres; n++) {
-		struct tc_res *x = &r[order[n]];
-		uint32_t nb = 0;
-		uint64_t at = 0;
-
-		if (x->dead)
-			continue;
-		for (uint32_t m = 0; m < n; m++) {
-			const struct tc_res *y = &r[order[m]];
-
-			if (!y->dead && res_overlap(x, y, T)) {
-				busy[2 * nb] = y->off;
-				busy[2 * nb++ + 1] = y->len;
-			}
-		}
-		qsort(busy, nb, 2 * sizeof(*busy), u64_pair_cmp);
-		for (uint32_t b = 0; b < nb && busy[2 * b] < at + x->len; b++)
-			if (busy[2 * b] + busy[2 * b + 1] > at)
-				at = busy[2 * b] + busy[2 * b + 1];
-		x->off = at;
-		if (at + x->len > c->p.gpu_budget) {	/* ret 0: does not fit */
-			/* op k is at time k + 1, the step's start at 0 */
-			uint64_t s0 = x->s % T, e0 = x->e % T;
-
-			pf->from = s0 ? pl->ops[s0 - 1].pos : 0;
-			pf->to = e0 ? pl->ops[e0 - 1].pos : pl->nr_acc - 1;
-			pf->over = at + x->len - c->p.gpu_budget;
-			goto out;
-		}
+	/* largest first; equal sizes longest-lived first, else in time order
+	 * (the second packs a saturated plan ~2% tighter on some traces) */
+	for (int pass = 0; pass < 2 && !fits; pass++) {
+		for (uint32_t i = 0; i < nres; i++)
+			order[i] = i;
+		qsort_r(order, nres, sizeof(*order), pass ? res_by_start : res_by_size, r);
+		fits = place_order(c, pl, r, nres, order, busy, T, pass ? NULL : pf);
 	}
+	if (!fits)
+		goto out;	/* ret 0: does not fit */
+	fits = 0;
 	c->op_goff = malloc(((size_t)pl->nr_ops + 1) * sizeof(*c->op_goff));
 	c->start_goff = malloc(((size_t)c->nr + 1) * sizeof(*c->start_goff));
 	if (!c->op_goff || !c->start_goff) {
