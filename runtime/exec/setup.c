@@ -36,11 +36,44 @@ static void xev_fini(struct tencache_cache *c, struct tc_xev *e)
 	e->dev = e->alt = NULL;
 }
 
-/* Link bandwidths: given, or measured with one 32 MiB transfer each way. */
+/*
+ * Times a copy of len bytes in each direction of dirs (bit 0 H2D, bit 1
+ * D2H), all at once, into ns[dir]; the D2H one is at offset len when both
+ * go, so the two touch different bytes.
+ */
+static int time_copies(struct tencache_cache *c, void *ev[2][2], unsigned dirs, uint64_t len,
+		       uint64_t ns[2])
+{
+	int ret = 0;
+
+	for (int d = 0; d < 2 && !ret; d++) {
+		uint64_t off = dirs == 3 && d ? len : 0;
+		char *g = (char *)c->dev->base + off, *p = c->pbase + off;
+		void *s = d ? c->d2h : c->h2d;
+
+		if (!(dirs & (1u << d)))
+			continue;
+		ret = c->dev->ops->record(c->dev, ev[d][0], s);
+		ret = ret ?: c->dev->ops->copy(c->dev, s, d ? TENCACHE_COPY_D2H : TENCACHE_COPY_H2D,
+					       d ? p : g, d ? g : p, len);
+		ret = ret ?: c->dev->ops->record(c->dev, ev[d][1], s);
+	}
+	for (int d = 0; d < 2 && !ret; d++)
+		if (dirs & (1u << d)) {
+			ret = c->dev->ops->sync(c->dev, ev[d][1]);
+			ret = ret ?: c->dev->ops->elapsed(c->dev, ev[d][0], ev[d][1], &ns[d]);
+		}
+	return ret;
+}
+
+/*
+ * Link bandwidths: given, or measured with one 32 MiB transfer each way,
+ * then both ways at once (PCIe moves less than the two together).
+ */
 static int calibrate(struct tencache_cache *c, uint64_t pool_bytes)
 {
-	uint64_t len = 32ULL << 20, ns;
-	void *a = NULL, *b = NULL;
+	uint64_t len = 32ULL << 20, ns[2] = { 0, 0 };
+	void *ev[2][2] = { { NULL, NULL }, { NULL, NULL } };
 	int ret = 0;
 
 	if (len > pool_bytes)
@@ -48,54 +81,25 @@ static int calibrate(struct tencache_cache *c, uint64_t pool_bytes)
 	if (len > c->dev->bytes)
 		len = c->dev->bytes;
 	len &= ~4095ULL;
-	ret = c->dev->ops->event_create(c->dev, 1, &a);
-	ret = ret ?: c->dev->ops->event_create(c->dev, 1, &b);
+	for (int k = 0; k < 4 && !ret; k++)
+		ret = c->dev->ops->event_create(c->dev, 1, &ev[k / 2][k % 2]);
 	for (int dir = 0; dir < 2 && !ret && len; dir++) {
 		if (c->p.bw[dir] > 0) {
 			c->bw[dir] = c->p.bw[dir];
 			continue;
 		}
-		for (int rep = 0; rep < 2 && !ret; rep++) {	/* the first warms up */
-			void *s = dir ? c->d2h : c->h2d;
-
-			ret = c->dev->ops->record(c->dev, a, s);
-			ret = ret ?: c->dev->ops->copy(c->dev, s, dir ? TENCACHE_COPY_D2H :
-						       TENCACHE_COPY_H2D,
-						       dir ? (void *)c->pbase : c->dev->base,
-						       dir ? c->dev->base : (void *)c->pbase, len);
-			ret = ret ?: c->dev->ops->record(c->dev, b, s);
-			ret = ret ?: c->dev->ops->sync(c->dev, b);
-			ret = ret ?: c->dev->ops->elapsed(c->dev, a, b, &ns);
-		}
+		for (int rep = 0; rep < 2 && !ret; rep++)	/* the first warms up */
+			ret = time_copies(c, ev, 1u << dir, len, ns);
 		if (!ret)
-			c->bw[dir] = ns ? len * 1e9 / ns : 1e12;
+			c->bw[dir] = ns[dir] ? len * 1e9 / ns[dir] : 1e12;
 	}
-	/* both directions at once: PCIe moves less than the two together */
 	if (!ret && len >= 2 * 4096 && !(c->p.bw[0] > 0) && !(c->p.bw[1] > 0)) {
-		uint64_t half = len / 2 & ~4095ULL, ns2 = 0;
-		void *a2 = NULL, *b2 = NULL;
+		uint64_t half = len / 2 & ~4095ULL, slow;
 
-		ret = c->dev->ops->event_create(c->dev, 1, &a2);
-		ret = ret ?: c->dev->ops->event_create(c->dev, 1, &b2);
-		ret = ret ?: c->dev->ops->record(c->dev, a, c->h2d);
-		ret = ret ?: c->dev->ops->record(c->dev, a2, c->d2h);
-		ret = ret ?: c->dev->ops->copy(c->dev, c->h2d, TENCACHE_COPY_H2D, c->dev->base,
-					       (void *)c->pbase, half);
-		ret = ret ?: c->dev->ops->copy(c->dev, c->d2h, TENCACHE_COPY_D2H,
-					       (char *)c->pbase + half,
-					       (char *)c->dev->base + half, half);
-		ret = ret ?: c->dev->ops->record(c->dev, b, c->h2d);
-		ret = ret ?: c->dev->ops->record(c->dev, b2, c->d2h);
-		ret = ret ?: c->dev->ops->sync(c->dev, b);
-		ret = ret ?: c->dev->ops->sync(c->dev, b2);
-		ret = ret ?: c->dev->ops->elapsed(c->dev, a, b, &ns);
-		ret = ret ?: c->dev->ops->elapsed(c->dev, a2, b2, &ns2);
-		if (!ret && (ns > ns2 ? ns : ns2))
-			c->duplex_bw = 2.0 * half * 1e9 / (ns > ns2 ? ns : ns2);
-		if (a2)
-			c->dev->ops->event_destroy(c->dev, a2);
-		if (b2)
-			c->dev->ops->event_destroy(c->dev, b2);
+		ret = time_copies(c, ev, 3, half, ns);
+		slow = ns[0] > ns[1] ? ns[0] : ns[1];
+		if (!ret && slow)
+			c->duplex_bw = 2.0 * half * 1e9 / slow;
 	}
 	for (int l = 2; l < 4 && !ret; l++) {
 		struct tencache_stage_cqe cqe;
@@ -114,10 +118,9 @@ static int calibrate(struct tencache_cache *c, uint64_t pool_bytes)
 		if (!ret)
 			c->bw[l] = len * 1e9 / (double)(tc_now_ns() - t0 + 1);
 	}
-	if (a)
-		c->dev->ops->event_destroy(c->dev, a);
-	if (b)
-		c->dev->ops->event_destroy(c->dev, b);
+	for (int k = 0; k < 4; k++)
+		if (ev[k / 2][k % 2])
+			c->dev->ops->event_destroy(c->dev, ev[k / 2][k % 2]);
 	if (!ret && c->duplex_bw > 0)
 		tc_info(c->tc, "cache: H2D + D2H at once %.1f GB/s (measured)", c->duplex_bw / 1e9);
 	for (int l = 0; l < 4 && !ret; l++)
@@ -576,7 +579,6 @@ static int place_order(struct tencache_cache *c, const struct tc_plan *pl, struc
 	return 1;
 }
 
-
 static int plan_place(struct tencache_cache *c, const struct tc_plan *pl, struct place_fail *pf)
 {
 	uint64_t T = (uint64_t)pl->nr_ops + 1;	/* the start set at 0, op k at k + 1 */
@@ -584,7 +586,7 @@ static int plan_place(struct tencache_cache *c, const struct tc_plan *pl, struct
 	int32_t *open = NULL, *startres = NULL;
 	uint64_t *busy = NULL;
 	struct tc_res *r = NULL;
-	int fits = 0, ret = -ENOMEM;
+	int fits = 0, placed = 0, ret = -ENOMEM;
 
 	r = calloc((size_t)c->nr + pl->nr_ops + 1, sizeof(*r));
 	op_res = malloc(((size_t)pl->nr_ops + 1) * sizeof(*op_res));
@@ -643,15 +645,14 @@ static int plan_place(struct tencache_cache *c, const struct tc_plan *pl, struct
 	}
 	/* largest first; equal sizes longest-lived first, else in time order
 	 * (the second packs a saturated plan ~2% tighter on some traces) */
-	for (int pass = 0; pass < 2 && !fits; pass++) {
+	for (int pass = 0; pass < 2 && !placed; pass++) {
 		for (uint32_t i = 0; i < nres; i++)
 			order[i] = i;
 		qsort_r(order, nres, sizeof(*order), pass ? res_by_start : res_by_size, r);
-		fits = place_order(c, pl, r, nres, order, busy, T, pass ? NULL : pf);
+		placed = place_order(c, pl, r, nres, order, busy, T, pass ? NULL : pf);
 	}
-	if (!fits)
+	if (!placed)
 		goto out;	/* ret 0: does not fit */
-	fits = 0;
 	c->op_goff = malloc(((size_t)pl->nr_ops + 1) * sizeof(*c->op_goff));
 	c->start_goff = malloc(((size_t)c->nr + 1) * sizeof(*c->start_goff));
 	if (!c->op_goff || !c->start_goff) {
@@ -740,7 +741,7 @@ static unsigned gpu_classes(struct tencache_cache *c, const struct tc_plan *pl,
  * Builds the plan for cfg into c->plan and checks that its GPU allocations
  * fit the arena (as they come, in slabs, or laid out ahead). 1: they do;
  * 0: they do not (the plan is freed, *pf says where a layout failed);
- * -EBADMSG: the plan failed its check (logged; the cache runs on demand).
+ * -EBADMSG: the plan failed its check (logged and counted).
  */
 static int plan_fit(struct tencache_cache *c, const struct tc_plan_cfg *cfg,
 		    struct place_fail *pf)
@@ -760,7 +761,6 @@ static int plan_fit(struct tencache_cache *c, const struct tc_plan_cfg *cfg,
 		tc_err(c->tc, "cache: the plan failed its check (%s); running on demand, without prefetch: please report this with the trace (tencache_cache_params.table_path)",
 		       err);
 		c->st.plan_rejects++;
-		c->no_plan = 1;
 		return -EBADMSG;
 	}
 	c->nr_ghist = 0;
@@ -829,8 +829,6 @@ static int plan_local(struct tencache_cache *c, struct tc_plan_cfg *cfg, uint64_
 		}
 	}
 	cfg->gpu_cap = NULL;
-	if (fits == -EBADMSG)	/* logged and counted: plan a still runs */
-		c->no_plan = 0;
 	if (fits == 1 && c->plan.st.hits > a.st.hits) {
 		double sum = 0;
 
@@ -855,7 +853,8 @@ static int plan_local(struct tencache_cache *c, struct tc_plan_cfg *cfg, uint64_
 		cfg->gpu_bytes = gb;
 	}
 	free(capv);
-	/* a capacity too low somewhere for an op (-ENOSPC) left plan a */
+	/* a capacity too low somewhere for an op (-ENOSPC), or a plan that
+	 * failed its check (-EBADMSG, logged): plan a runs */
 	return fits == -ENOMEM ? -ENOMEM : 0;
 }
 
@@ -897,8 +896,10 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 		struct place_fail pf;
 		int fits = plan_fit(c, &cfg, &pf);
 
-		if (fits == -EBADMSG)
-			return 0;	/* running on demand */
+		if (fits == -EBADMSG) {	/* a planner bug: on demand is slow but correct */
+			c->no_plan = 1;
+			return 0;
+		}
 		if (fits < 0) {
 			ret = fits;
 			break;

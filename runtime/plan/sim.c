@@ -314,7 +314,6 @@ int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 				/* the caller's acquires waited for the op's copies */
 				if (opready > blocked)
 					blocked = opready;
-
 				if (host_free > st)
 					st = host_free;
 				if (blocked > st)
