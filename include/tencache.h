@@ -471,6 +471,18 @@ enum tencache_policy {
 					    * driver has it and it costs less CPU
 					    * per copy than single copies, timed
 					    * at cache creation) */
+#define TENCACHE_CACHE_NO_LAYOUT (1u << 4) /* ours' plan leaves the GPU arena's
+					    * layout to the executor, which plans
+					    * for less than gpu_budget where its
+					    * allocations would fragment. Default:
+					    * ours also plans with every tensor at
+					    * an offset of its own in the whole
+					    * budget, and runs that plan unless the
+					    * timing model finds it slower */
+#define TENCACHE_CACHE_LAYOUT	(1u << 5) /* ours runs the plan laid out in the
+					    * whole budget whenever there is one,
+					    * whatever the timing model says (not
+					    * with TENCACHE_CACHE_NO_LAYOUT) */
 
 struct tencache_cache_params {
 	uint32_t flags;			/* TENCACHE_CACHE_* */
@@ -552,6 +564,9 @@ struct tencache_cache_stats {
 	uint64_t plan_gpu_bytes;
 	uint64_t plan_reads, plan_hits;
 	uint64_t plan_read_bytes, plan_hit_bytes;	/* the same in bytes */
+	uint64_t planner_layouts;	/* plans that ran laid out by the planner
+					 * (every tensor at its own offset in the
+					 * whole budget: TENCACHE_CACHE_NO_LAYOUT) */
 };
 
 TENCACHE_API int tencache_cache_create(struct tencache *tc, struct tencache_cache **cp,

@@ -69,6 +69,8 @@ struct opts {
 	uint32_t overlap_layers;	/* --overlap-layers */
 	bool model_only;		/* --model-only: the timing model, no replay */
 	bool verbose;			/* --verbose: the cache's info lines */
+	bool no_layout;			/* --no-layout: TENCACHE_CACHE_NO_LAYOUT */
+	bool layout;			/* --layout: TENCACHE_CACHE_LAYOUT */
 	bool have_overlap_layers;
 	double bw[TC_LINK_NR];	/* B/s */
 };
@@ -86,7 +88,7 @@ struct result {
 	uint64_t acquires, hits, stall_ns, late;	/* per measured step */
 	uint64_t gpu_hits, gpu_stall_ns;		/* the same on the compute's clock */
 	uint64_t link_bytes[TC_LINK_NR];		/* per measured step */
-	uint64_t planned_steps, reprofiles, replans, plan_fallbacks, gpu_peak;
+	uint64_t planned_steps, reprofiles, replans, plan_fallbacks, planner_layouts, gpu_peak;
 	uint64_t exec_plan_gpu;		/* the GPU bytes the cache's plan was made for */
 	double exec_plan_hit;		/* that plan's hit rate */
 	double exec_plan_hit_bytes;	/* of the bytes read */
@@ -160,7 +162,13 @@ static int usage(void)
 "  -o, --out PATH      JSON result\n"
 "  --timeline PATH     Perfetto (Chrome trace JSON) timeline of our policy's run\n"
 "  --plot PATH         PNG plot (python3 + matplotlib, tools/plot_replay.py)\n"
-"  --verbose           the cache's info lines too (calibration, planning, layout)\n",
+"  --verbose           the cache's info lines too (calibration, planning, layout)\n"
+"  --no-layout         ours leaves the GPU layout to the executor's pass, which\n"
+"                      plans for less where it fragments (the default: ours\n"
+"                      also plans each tensor's offset in the whole budget,\n"
+"                      and runs that plan unless its timing model is slower)\n"
+"  --layout            ours runs the plan laid out in the whole budget whenever\n"
+"                      there is one\n",
 		DEF_HIDDEN, DEF_VOCAB, DEF_BATCH);
 	return 2;
 }
@@ -284,7 +292,7 @@ enum {
 	O_MODEL = 256, O_LAYERS, O_HIDDEN, O_VOCAB, O_BATCH, O_SEQ, O_TFLOPS, O_ADAM,
 	O_GPU_ADAM, O_GPU_BUDGET, O_PINNED_BUDGET, O_NVME_BUDGET, O_NVME, O_BW, O_HOST,
 	O_POLICIES, O_TABLE, O_STEPS, O_WARMUP, O_PROFILE, O_TIMELINE, O_PLOT, O_TIME_LIMIT,
-	O_OVERLAP, O_OVERLAP_LAYERS, O_MODEL_ONLY, O_VERBOSE,
+	O_OVERLAP, O_OVERLAP_LAYERS, O_MODEL_ONLY, O_VERBOSE, O_NO_LAYOUT, O_LAYOUT,
 };
 
 static int parse_opts(int argc, char **argv, struct opts *o)
@@ -297,7 +305,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "gpu-adam", 0, 0, O_GPU_ADAM }, { "gpu-budget", 1, 0, O_GPU_BUDGET },
 		{ "overlap", 0, 0, O_OVERLAP }, { "overlap-layers", 1, 0, O_OVERLAP_LAYERS },
 		{ "model-only", 0, 0, O_MODEL_ONLY },
-		{ "verbose", 0, 0, O_VERBOSE },
+		{ "verbose", 0, 0, O_VERBOSE }, { "no-layout", 0, 0, O_NO_LAYOUT },
+		{ "layout", 0, 0, O_LAYOUT },
 		{ "pinned-budget", 1, 0, O_PINNED_BUDGET }, { "nvme-budget", 1, 0, O_NVME_BUDGET },
 		{ "nvme", 1, 0, O_NVME }, { "bw", 1, 0, O_BW }, { "host", 0, 0, O_HOST },
 		{ "policies", 1, 0, O_POLICIES }, { "table", 1, 0, O_TABLE },
@@ -332,6 +341,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case O_OVERLAP: o->gen.opt_overlap = true; break;
 		case O_MODEL_ONLY: o->model_only = true; break;
 		case O_VERBOSE: o->verbose = true; break;
+		case O_NO_LAYOUT: o->no_layout = true; break;
+		case O_LAYOUT: o->layout = true; break;
 		case O_OVERLAP_LAYERS:
 			bad = parse_range(optarg, 0, 100000, &o->overlap_layers);
 			o->have_overlap_layers = true;
@@ -368,6 +379,11 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	}
 	if (o->model_only && (o->timeline || o->table)) {
 		fprintf(stderr, "replay: --model-only runs no cache: no --timeline or --table\n");
+		return 2;
+	}
+	if (o->layout && o->no_layout) {
+		fprintf(stderr, "replay: --layout runs ours laid out whenever it can, --no-layout "
+			"never: pick one\n");
 		return 2;
 	}
 	if (o->gen.opt_overlap && o->gen.opt_on_gpu) {
@@ -974,12 +990,17 @@ static int run_policy(struct tencache *tc, const struct opts *o, const struct tc
 	r->reprofiles = s1.reprofiles;
 	r->replans = s1.replans;
 	r->plan_fallbacks = s1.plan_fallbacks;
+	r->planner_layouts = s1.planner_layouts;
 	r->gpu_peak = s1.gpu_bytes_peak;
 	r->exec_plan_gpu = s1.plan_gpu_bytes;
 	memcpy(r->link_bw, s1.link_bw, sizeof(r->link_bw));
 	r->exec_plan_hit = s1.plan_reads ? (double)s1.plan_hits / s1.plan_reads : 0;
 	r->exec_plan_hit_bytes = s1.plan_read_bytes ? (double)s1.plan_hit_bytes / s1.plan_read_bytes : 0;
-	if (s1.plan_gpu_bytes)
+	if (s1.plan_gpu_bytes && s1.planner_layouts)
+		fprintf(stderr, "  %-9s its plan: %.2f%% hits (%.2f%% of the bytes read), laid out "
+			"by the planner in the whole GPU budget\n", name,
+			100 * r->exec_plan_hit, 100 * r->exec_plan_hit_bytes);
+	else if (s1.plan_gpu_bytes)
 		fprintf(stderr, "  %-9s its plan: %.2f%% hits (%.2f%% of the bytes read), made for %.1f%% "
 			"of the GPU budget (the rest: room for the arena's fragmentation)\n", name,
 			100 * r->exec_plan_hit, 100 * r->exec_plan_hit_bytes,
@@ -1214,6 +1235,7 @@ static cJSON *result_json(int argc, char **argv, const struct opts *o,
 			cJSON_AddNumberToObject(p, "reprofiles", (double)r->reprofiles);
 			cJSON_AddNumberToObject(p, "replans", (double)r->replans);
 			cJSON_AddNumberToObject(p, "plan_fallbacks", (double)r->plan_fallbacks);
+			cJSON_AddNumberToObject(p, "planner_layouts", (double)r->planner_layouts);
 			cJSON_AddNumberToObject(p, "exec_plan_gpu_bytes", (double)r->exec_plan_gpu);
 			cJSON_AddNumberToObject(p, "exec_plan_hit_rate", r->exec_plan_hit);
 			cJSON_AddNumberToObject(p, "exec_plan_byte_hit_rate", r->exec_plan_hit_bytes);
@@ -1452,6 +1474,10 @@ int bench_replay(int argc, char **argv)
 		host = o.host || tencache_cuda_available(tc);
 		if (host)
 			cp.flags |= TENCACHE_CACHE_HOST_MODE;
+		if (o.no_layout)
+			cp.flags |= TENCACHE_CACHE_NO_LAYOUT;
+		if (o.layout)
+			cp.flags |= TENCACHE_CACHE_LAYOUT;
 		if (check_memory(&tr, &cp, host)) {
 			ret = 2;
 			goto out;
@@ -1572,6 +1598,14 @@ int bench_replay(int argc, char **argv)
 				 TENCACHE_POLICY_OURS, r);
 		if (ret)
 			any_fail = true;
+		if (r->planner_layouts && !r->plan_fallbacks && policies[i].tp == TC_POLICY_OURS) {
+			/* the cache ran ours laid out by the planner: model that */
+			plan_cfg(&cp, bw, TC_POLICY_OURS, o.gen.opt_overlap, &pcfg);
+			pcfg.flags |= TC_PLAN_LAYOUT;
+			predict(&tr, &pcfg, r);
+			if (!r->plan_err)
+				r->model_bound_ns = bound_ns(compute, r->sim.link_bytes, bw);
+		}
 		if (r->plan_fallbacks && policies[i].tp == TC_POLICY_OURS) {
 			/* the cache ran the ZeRO-like plan: model that one */
 			plan_cfg(&cp, bw, TC_POLICY_ZERO, o.gen.opt_overlap, &pcfg);

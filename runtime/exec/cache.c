@@ -1519,7 +1519,9 @@ int tencache_cache_create(struct tencache *tc, struct tencache_cache **cp,
 		if (p->__reserved[i])
 			return -EINVAL;
 	if (p->__pad || (p->flags & ~(TENCACHE_CACHE_HOST_MODE | TENCACHE_CACHE_TIMELINE |
-				 TENCACHE_CACHE_ISSUER | TENCACHE_CACHE_NO_BATCH)) ||
+				 TENCACHE_CACHE_ISSUER | TENCACHE_CACHE_NO_BATCH |
+				 TENCACHE_CACHE_NO_LAYOUT | TENCACHE_CACHE_LAYOUT)) ||
+	    ((p->flags & TENCACHE_CACHE_LAYOUT) && (p->flags & TENCACHE_CACHE_NO_LAYOUT)) ||
 	    p->policy > TENCACHE_POLICY_10CACHE || !p->gpu_budget ||
 	    (p->nvme_budget && !p->nvme_path) || (p->nvme_budget && !p->pinned_budget))
 		return -EINVAL;

@@ -225,6 +225,8 @@ struct tencache_cache {
 	struct tc_plan plan;
 	int have_plan;
 	int ours_no_layout;		/* for this trace: the ZeRO-like plan ran */
+	uint8_t laid_out;		/* the plan running was laid out by the planner */
+	uint8_t layout_failed;		/* ... and its GPU ranges were not free once */
 	uint32_t profiled;
 	struct tc_xev *opev, *accev;
 	uint32_t nacc_ev;

@@ -858,12 +858,70 @@ static int plan_local(struct tencache_cache *c, struct tc_plan_cfg *cfg, uint64_
 	return fits == -ENOMEM ? -ENOMEM : 0;
 }
 
+/*
+ * Ours laid out by the planner (TC_PLAN_LAYOUT): every GPU residency at an
+ * offset of its own in the whole budget, so nothing is kept back for
+ * fragmentation. 1: built and checked into *lp; 0: none (no window for
+ * some op, or it failed its check: logged); -ENOMEM.
+ */
+static int plan_laid_out(struct tencache_cache *c, const struct tc_plan_cfg *cfg,
+			 struct tc_plan *lp)
+{
+	struct tc_plan_cfg lc = *cfg;
+	char err[256];
+	int ret;
+
+	lc.gpu_bytes = c->p.gpu_budget;
+	lc.gpu_cap = NULL;
+	lc.flags |= TC_PLAN_LAYOUT;
+	ret = tc_plan_build(&c->trace, &lc, lp);
+	if (ret)
+		return ret == -ENOMEM ? ret : 0;
+	ret = tc_plan_check(&c->trace, &lc, lp, err, sizeof(err));
+	if (ret) {
+		tc_plan_free(lp);
+		tc_err(c->tc, "cache: the laid-out plan failed its check (%s); not using it: please report this with the trace (tencache_cache_params.table_path)",
+		       err);
+		c->st.plan_rejects++;
+		return ret == -ENOMEM ? ret : 0;
+	}
+	return 1;
+}
+
+/* Runs the laid-out plan lp instead of c's (if any); 0 or -ENOMEM. */
+static int take_laid_out(struct tencache_cache *c, struct tc_plan *lp)
+{
+	int64_t *op = malloc(((size_t)lp->nr_ops + 1) * sizeof(*op));
+	int64_t *st = malloc(((size_t)c->nr + 1) * sizeof(*st));
+
+	if (!op || !st) {
+		free(op);
+		free(st);
+		tc_plan_free(lp);
+		return -ENOMEM;
+	}
+	memcpy(op, lp->op_goff, lp->nr_ops * sizeof(*op));
+	memcpy(st, lp->start_goff, c->nr * sizeof(*st));
+	if (c->plan.ops)
+		tc_plan_free(&c->plan);
+	free(c->op_goff);
+	free(c->start_goff);
+	c->plan = *lp;
+	c->op_goff = op;
+	c->start_goff = st;
+	c->nr_ghist = 0;
+	c->laid_out = 1;
+	c->st.planner_layouts++;
+	return 0;
+}
+
 int tc_exec_enter_plan(struct tencache_cache *c)
 {
 	struct tc_plan_cfg cfg;
+	struct tc_plan lp;
 	uint64_t sum = 0, t0 = tc_now_ns(), gpu_bytes0, plan_bytes;
 	char b1[32], b2[32];
-	int ret = 0;
+	int ret = 0, laid = 0;
 
 	c->want_plan = 0;
 	tc_plan_cfg_default(&cfg);
@@ -881,24 +939,33 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 	cfg.policy = (enum tc_policy)c->p.policy;
 	/* ours found no layout for this trace before, and a re-plan only has
 	 * less room: straight to the fallback */
-	if (cfg.policy == TC_POLICY_OURS && c->ours_no_layout) {
+	if (cfg.policy == TC_POLICY_OURS && c->ours_no_layout)
 		cfg.policy = TC_POLICY_ZERO;
-		c->st.plan_fallbacks++;
-	}
 	free_plan_events(c);
 	if (c->have_plan)
 		tc_plan_free(&c->plan);
 	c->have_plan = 0;
 	gpu_bytes0 = cfg.gpu_bytes;
+	c->laid_out = 0;
+	if (c->p.policy == TENCACHE_POLICY_OURS && !(c->p.flags & TENCACHE_CACHE_NO_LAYOUT) &&
+	    !c->layout_failed) {
+		laid = plan_laid_out(c, &cfg, &lp);
+		if (laid < 0)
+			return laid;
+	}
 	/* plan for less than the budget when its allocations would fragment */
 	for (int tries = 0;; tries++) {
 		uint64_t step = c->p.gpu_budget / 64;
 		struct place_fail pf;
 		int fits = plan_fit(c, &cfg, &pf);
 
-		if (fits == -EBADMSG) {	/* a planner bug: on demand is slow but correct */
+		if (fits == -EBADMSG && !laid) {	/* a planner bug: on demand is slow but correct */
 			c->no_plan = 1;
 			return 0;
+		}
+		if (fits == -EBADMSG) {
+			ret = fits;
+			break;
 		}
 		if (fits < 0) {
 			ret = fits;
@@ -916,12 +983,12 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 			 */
 			if (cfg.policy == TC_POLICY_OURS) {
 				tc_fmt_bytes(b1, sizeof(b1), c->p.gpu_budget);
-				tc_warn(c->tc, "cache: no layout of the planned GPU allocations fits the GPU budget (%s); using the ZeRO-like streaming plan instead (a larger gpu_budget may let ours plan)",
-					b1);
+				if (!laid)	/* else the laid-out plan runs */
+					tc_warn(c->tc, "cache: no layout of the planned GPU allocations fits the GPU budget (%s); using the ZeRO-like streaming plan instead (a larger gpu_budget may let ours plan)",
+						b1);
 				cfg.policy = TC_POLICY_ZERO;
 				cfg.gpu_bytes = gpu_bytes0;
 				tries = -1;
-				c->st.plan_fallbacks++;
 				c->ours_no_layout = 1;
 				continue;
 			}
@@ -934,10 +1001,44 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 	if (!ret && cfg.gpu_bytes < gpu_bytes0 &&
 	    (cfg.policy == TC_POLICY_OURS || cfg.policy == TC_POLICY_LRU)) {
 		ret = plan_local(c, &cfg, gpu_bytes0, tc_now_ns() - t0, &plan_bytes);
-		if (ret < 0)
+		if (ret < 0) {
+			if (laid)
+				tc_plan_free(&lp);
 			return ret;
+		}
 		ret = 0;
 	}
+	/* the laid-out plan runs unless the other is ours and the timing
+	 * model finds it faster (TENCACHE_CACHE_LAYOUT: it runs anyway) */
+	if (laid) {
+		uint64_t lay_ns = lp.st.sim_step_ns, own_ns = ret ? 0 : c->plan.st.sim_step_ns;
+
+		if (ret || cfg.policy != TC_POLICY_OURS || !own_ns || lay_ns <= own_ns ||
+		    (c->p.flags & TENCACHE_CACHE_LAYOUT)) {
+			tc_info(c->tc, "cache: laid out by the planner: %u GPU hits, %.2f%% of the bytes read, model %.1f ms/step (planned for %.1f%% of the budget: %u, %.2f%%, %.1f ms)",
+				lp.st.hits, 100.0 * lp.st.hit_bytes / (lp.st.read_bytes ? lp.st.read_bytes : 1),
+				lay_ns / 1e6, ret ? 0.0 : 100.0 * plan_bytes / c->p.gpu_budget,
+				ret ? 0 : c->plan.st.hits,
+				ret ? 0.0 : 100.0 * c->plan.st.hit_bytes /
+					    (c->plan.st.read_bytes ? c->plan.st.read_bytes : 1),
+				own_ns / 1e6);
+			ret = take_laid_out(c, &lp);
+			if (ret)
+				return ret;
+			cfg.policy = TC_POLICY_OURS;
+			cfg.gpu_bytes = plan_bytes = c->p.gpu_budget;
+		} else {
+			tc_info(c->tc, "cache: not laid out by the planner: the timing model finds it slower (%.1f against %.1f ms/step)",
+				lay_ns / 1e6, own_ns / 1e6);
+			tc_plan_free(&lp);
+		}
+	}
+	if (ret == -EBADMSG) {	/* a planner bug: on demand is slow but correct */
+		c->no_plan = 1;
+		return 0;
+	}
+	if (!ret && cfg.policy == TC_POLICY_ZERO && c->p.policy == TENCACHE_POLICY_OURS)
+		c->st.plan_fallbacks++;	/* the ZeRO-like plan runs for ours */
 	if (ret) {
 		tc_fmt_bytes(b1, sizeof(b1), c->p.gpu_budget);
 		tc_fmt_bytes(b2, sizeof(b2), tc_trace_max_op_bytes(&c->trace));
@@ -1180,6 +1281,9 @@ int tc_exec_replan(struct tencache_cache *c, const char *why, int gpu)
 	int ret;
 
 	*slack += budget / 16;
+	/* a laid-out plan's ranges are the planner's: a bug, never again */
+	if (gpu && c->laid_out)
+		c->layout_failed = 1;
 	if (*slack > budget / 2)
 		return tc_exec_leave_plan(c, why);
 	ret = plan_stop(c);

@@ -25,12 +25,34 @@ static int fail(char *err, size_t len, const char *fmt, ...)
 	return -EINVAL;
 }
 
+/* Layout: tensor t's range at off is in the budget and free of the other
+ * residents' (go[] >= 0). O(tensors), checking only. */
+static int range_free(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
+		      const int64_t *go, uint32_t t, int64_t off, char *err, size_t errlen)
+{
+	uint64_t len = (tr->tensors[t].bytes + TC_PLAN_ALIGN - 1) / TC_PLAN_ALIGN * TC_PLAN_ALIGN;
+
+	if (off < 0 || off % TC_PLAN_ALIGN || (uint64_t)off + len > cfg->gpu_bytes)
+		return fail(err, errlen, "t%u's GPU range at %lld is outside the budget",
+			    t, (long long)off);
+	for (uint32_t u = 0; u < tr->nr_tensors; u++) {
+		uint64_t ul = (tr->tensors[u].bytes + TC_PLAN_ALIGN - 1) / TC_PLAN_ALIGN * TC_PLAN_ALIGN;
+
+		if (u != t && go[u] >= 0 && (uint64_t)go[u] < (uint64_t)off + len &&
+		    (uint64_t)off < (uint64_t)go[u] + ul)
+			return fail(err, errlen, "t%u's GPU range at %lld overlaps t%u's at %lld",
+				    t, (long long)off, u, (long long)go[u]);
+	}
+	return 0;
+}
+
 int tc_plan_check(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 		  const struct tc_plan *pl, char *err, size_t errlen)
 {
 	uint64_t gused = 0, pused = 0;
 	uint32_t n, nt, start = 0;
 	struct cst *s;
+	int64_t *go;
 	int ret = 0;
 
 	if (!tr || !cfg || !pl || !pl->ops || pl->nr_acc != tr->nr_acc ||
@@ -38,9 +60,16 @@ int tc_plan_check(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 		return -EINVAL;
 	n = tr->nr_acc;
 	nt = tr->nr_tensors;
+	if (!pl->op_goff != !pl->start_goff)
+		return -EINVAL;
 	s = calloc(nt, sizeof(*s));
-	if (!s)
+	go = pl->op_goff ? malloc((nt ? nt : 1) * sizeof(*go)) : NULL;
+	if (!s || (pl->op_goff && !go)) {
+		free(s);
 		return -ENOMEM;
+	}
+	for (uint32_t t = 0; go && t < nt; t++)
+		go[t] = -1;
 	/* start: GPU/pinned start sets; a dirty copy is the only current one */
 	for (uint32_t t = 0; t < nt; t++) {
 		bool gd = (pl->start_gpu[t] & 3) == 3, pd = (pl->start_pinned[t] & 3) == 3;
@@ -51,10 +80,14 @@ int tc_plan_check(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 		s[t].nv = cfg->nvme_bytes && !gd && !pd;
 		if (s[t].gres)
 			gused += tr->tensors[t].bytes;
+		if (s[t].gres && go && !ret) {
+			ret = range_free(tr, cfg, go, t, pl->start_goff[t], err, errlen);
+			go[t] = pl->start_goff[t];
+		}
 		if (s[t].pres)
 			pused += tr->tensors[t].bytes;
 	}
-	if (gused > cfg->gpu_bytes)
+	if (!ret && gused > cfg->gpu_bytes)
 		ret = fail(err, errlen, "start set %llu > GPU budget", (unsigned long long)gused);
 	if (cfg->nvme_bytes && pused > cfg->pinned_bytes)
 		ret = fail(err, errlen, "pinned start set over budget");
@@ -94,6 +127,8 @@ int tc_plan_check(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 						ret = fail(err, errlen, "op %u: drop of absent t%u", k, op->tensor);
 					x->gres = x->gv = 0;
 					gused -= b;
+					if (go)
+						go[op->tensor] = -1;
 					break;
 				case TC_OP_STAGE_IN:
 					if (x->pres || !x->nv)
@@ -122,6 +157,12 @@ int tc_plan_check(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 					break;
 				default:
 					ret = fail(err, errlen, "op %u: bad kind %u", k, op->kind);
+				}
+				if (!ret && go &&
+				    (op->kind == TC_OP_FETCH || op->kind == TC_OP_ALLOC)) {
+					ret = range_free(tr, cfg, go, op->tensor, pl->op_goff[k],
+							 err, errlen);
+					go[op->tensor] = pl->op_goff[k];
 				}
 				if (!ret && gused > cfg->gpu_bytes)
 					ret = fail(err, errlen, "step %u op %u (%s t%u at %u): GPU %llu > budget %llu",
@@ -168,5 +209,6 @@ int tc_plan_check(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 		start = 0;
 	}
 	free(s);
+	free(go);
 	return ret;
 }

@@ -43,6 +43,7 @@ struct victim {
 	uint32_t t;
 	uint8_t wb;		/* dirty and live: write back before dropping */
 	int64_t last;		/* end of its last use (unrolled, may be < 0) */
+	uint64_t off;		/* its GPU offset (layout) */
 };
 
 struct cout {
@@ -55,6 +56,9 @@ struct cout {
 	uint64_t *use;			/* bytes resident after request r */
 	uint8_t *start, *end;		/* per tensor: bit0 resident, bit1 dirty */
 	uint8_t *slive;			/* per tensor: value live at step start */
+	/* layout: per request, a miss / alloc's offset or a kill's freed
+	 * one; per tensor, the offsets at the final step's start and end */
+	int64_t *goff, *sgoff, *egoff;
 	uint32_t iters;
 	bool converged;
 };
@@ -63,6 +67,30 @@ struct cstate {
 	uint8_t *resident, *dirty, *live;
 	int64_t *key, *last, *evict_at, *lru;
 	int64_t *held;		/* held by a group until this request */
+	int64_t *goff;		/* layout: resident's offset, else -1 */
+};
+
+/*
+ * The GPU level laid out (TC_PLAN_LAYOUT): the residents as segments of
+ * [0, B) in address order. A miss takes a free hole or evicts the one
+ * window of residents that costs least (lay_pick).
+ */
+struct seg {
+	uint64_t off, len;
+	uint32_t t;
+};
+
+struct lay {
+	uint64_t B;
+	uint64_t *len;		/* per tensor, TC_PLAN_ALIGN-aligned */
+	struct seg *seg;
+	uint32_t nseg;
+	int64_t *cand;		/* scratch: 4 per segment + 2 */
+	/* ops whose misses share one window (contig, per op), the one at
+	 * hand and where its next miss goes; the op that found no window */
+	uint8_t *contig;
+	uint32_t group, failed;
+	uint64_t at, left;
 };
 
 static void cout_free(struct cout *o)
@@ -70,6 +98,7 @@ static void cout_free(struct cout *o)
 	free(o->res); free(o->flush); free(o->kill); free(o->vfirst);
 	free(o->vic); free(o->evict_at); free(o->lastw); free(o->use);
 	free(o->start); free(o->end); free(o->slive);
+	free(o->goff); free(o->sgoff); free(o->egoff);
 	memset(o, 0, sizeof(*o));
 }
 
@@ -166,6 +195,135 @@ static void next_use(const struct creq *rq, uint32_t n, uint32_t nt, bool cyclic
 	}
 }
 
+/* First segment ending after off (segments are disjoint and sorted). */
+static uint32_t seg_after(const struct lay *L, uint64_t off)
+{
+	uint32_t lo = 0, hi = L->nseg;
+
+	while (lo < hi) {
+		uint32_t mid = (lo + hi) / 2;
+
+		if (L->seg[mid].off + L->seg[mid].len > off)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return lo;
+}
+
+/*
+ * The window [w, w + need) a miss at now takes, and its residents
+ * seg[*first .. *end): no held one, then the fewest kept tensors (small
+ * ones, see small_keep) still to be read, then the least sum of
+ * 1 / (next use - now) over those still to be read (a free hole costs 0:
+ * MIN's furthest next use, summed over a window), then the least free
+ * space left around it (best fit), the fewest residents, the lowest
+ * address. -1 when every window holds a tensor in use. O(residents x
+ * window) per miss, planning time only.
+ */
+static int64_t lay_pick(const struct cstate *s, const struct lay *L, uint64_t need, int64_t now,
+			const uint8_t *keep, uint32_t *first, uint32_t *end)
+{
+	uint64_t best_slack = 0;
+	uint32_t nc = 0, best_nk = 0, best_nv = 0;
+	int64_t best = -1;
+	double best_inv = 0;
+
+	if (need > L->B)
+		return -1;
+	L->cand[nc++] = 0;
+	L->cand[nc++] = (int64_t)(L->B - need);
+	for (uint32_t i = 0; i < L->nseg; i++) {
+		int64_t o = L->seg[i].off, e = o + L->seg[i].len;
+
+		L->cand[nc++] = o;
+		L->cand[nc++] = e;
+		L->cand[nc++] = o - (int64_t)need;
+		L->cand[nc++] = e - (int64_t)need;
+	}
+	for (uint32_t c = 0; c < nc; c++) {
+		int64_t w = L->cand[c];
+		uint64_t we, lo, hi, slack;
+		uint32_t i, j, nk = 0;
+		double inv = 0;
+		bool ok = true;
+
+		if (w < 0 || (uint64_t)w + need > L->B)
+			continue;
+		we = w + need;
+		i = seg_after(L, w);
+		for (j = i; j < L->nseg && L->seg[j].off < we; j++) {
+			uint32_t v = L->seg[j].t;
+
+			if (s->held[v] >= now) {
+				ok = false;
+				break;
+			}
+			if (s->key[v] != INF_KEY) {
+				int64_t d = s->key[v] - now;
+
+				inv += 1.0 / (double)(d > 0 ? d : 1);
+				nk += keep && keep[v];
+			}
+		}
+		if (!ok)
+			continue;
+		lo = i ? L->seg[i - 1].off + L->seg[i - 1].len : 0;
+		hi = j < L->nseg ? L->seg[j].off : L->B;
+		slack = hi - lo - need;
+		if (best >= 0) {
+			if (nk != best_nk) {
+				if (nk > best_nk)
+					continue;
+			} else if (inv != best_inv) {
+				if (inv > best_inv)
+					continue;
+			} else if (slack != best_slack) {
+				if (slack > best_slack)
+					continue;
+			} else if (j - i != best_nv) {
+				if (j - i > best_nv)
+					continue;
+			} else if (w >= best) {
+				continue;
+			}
+		}
+		best = w;
+		best_nk = nk;
+		best_inv = inv;
+		best_slack = slack;
+		best_nv = j - i;
+		*first = i;
+		*end = j;
+	}
+	return best;
+}
+
+/* Takes segment k of t out (a kill). */
+static void lay_remove(struct lay *L, uint32_t k)
+{
+	memmove(&L->seg[k], &L->seg[k + 1], (L->nseg - k - 1) * sizeof(*L->seg));
+	L->nseg--;
+}
+
+static int seg_cmp(const void *a, const void *b)
+{
+	const struct seg *x = a, *y = b;
+
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* The segments for the residents of s (a step's start). */
+static void lay_load(struct lay *L, const struct cstate *s, uint32_t nt)
+{
+	L->nseg = 0;
+	for (uint32_t t = 0; t < nt; t++)
+		if (s->resident[t])
+			L->seg[L->nseg++] = (struct seg){ s->goff[t], L->len[t], t };
+	qsort(L->seg, L->nseg, sizeof(*L->seg), seg_cmp);
+	L->group = NO_GROUP;
+}
+
 /* The level's capacity at request r: cap, or lower where capv says so. */
 static inline uint64_t cap_at(uint64_t cap, const uint64_t *capv, uint64_t sub, uint32_t r)
 {
@@ -177,10 +335,69 @@ static inline uint64_t cap_at(uint64_t cap, const uint64_t *capv, uint64_t sub, 
 	return c < cap ? c : cap;
 }
 
+/*
+ * An op whose tensors found no window one by one (the ones it holds split
+ * the room): at its first request, its residents leave and one window
+ * takes all its tensors, so each of them is a miss placed in turn
+ * (cache_step). Costs a refetch of what was resident, so only for ops
+ * that fail otherwise (L->contig).
+ */
+static int lay_op_window(const struct creq *rq, uint32_t r, uint32_t n, const uint64_t *bytes,
+			 struct lay *L, struct cstate *s, struct cout *o, uint64_t *used)
+{
+	const struct creq *q = &rq[r];
+	uint64_t need = 0;
+	uint32_t first, end;
+	int64_t w;
+	int ret;
+
+	for (uint32_t k = r; k < n && k <= q->end; k++) {
+		uint32_t t = rq[k].t;
+
+		if (rq[k].group != q->group || !(rq[k].f & RQ_RES))
+			continue;
+		need += L->len[t];
+		if (!s->resident[t])
+			continue;
+		ret = push_victim(o, (struct victim){ .t = t, .wb = s->dirty[t] && s->live[t],
+						     .last = s->last[t], .off = s->goff[t] });
+		if (ret)
+			return ret;
+		lay_remove(L, seg_after(L, s->goff[t]));
+		s->resident[t] = s->dirty[t] = 0;
+		s->evict_at[t] = r;
+		s->goff[t] = -1;
+		*used -= bytes[t];
+	}
+	w = lay_pick(s, L, need, r, NULL, &first, &end);
+	if (w < 0) {
+		L->failed = q->group;
+		return -ENOSPC;
+	}
+	for (uint32_t k = first; k < end; k++) {
+		uint32_t v = L->seg[k].t;
+
+		ret = push_victim(o, (struct victim){ .t = v, .wb = s->dirty[v] && s->live[v],
+						     .last = s->last[v], .off = L->seg[k].off });
+		if (ret)
+			return ret;
+		s->resident[v] = s->dirty[v] = 0;
+		s->evict_at[v] = r;
+		s->goff[v] = -1;
+		*used -= bytes[v];
+	}
+	memmove(&L->seg[first], &L->seg[end], (L->nseg - end) * sizeof(*L->seg));
+	L->nseg -= end - first;
+	L->group = q->group;
+	L->at = w;
+	L->left = need;
+	return 0;
+}
+
 static int cache_step(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 		      uint32_t nt, uint64_t cap, const uint64_t *capv, uint64_t sub,
 		      enum tc_policy pol, const uint8_t *keep, const int64_t *nkey, const uint8_t *nlive,
-		      struct cstate *s, struct cout *o, uint64_t *used)
+		      struct lay *L, struct cstate *s, struct cout *o, uint64_t *used)
 {
 	uint32_t cur_group = NO_GROUP;
 	int ret;
@@ -195,6 +412,8 @@ static int cache_step(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 		o->flush[r] = o->kill[r] = 0;
 		o->evict_at[r] = s->evict_at[t];
 		o->lastw[r] = s->last[t];
+		if (L)
+			o->goff[r] = -1;
 		/* a group's tensors stay put until its end; other requests may
 		 * sit between its members (pinned level), hence the scan to end */
 		if (q->group != NO_GROUP && q->group != cur_group) {
@@ -202,6 +421,11 @@ static int cache_step(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 			for (uint32_t k = r; k < n && k <= q->end; k++)
 				if (rq[k].group == cur_group && s->held[rq[k].t] < q->end)
 					s->held[rq[k].t] = q->end;
+			if (L && L->contig[cur_group]) {
+				ret = lay_op_window(rq, r, n, bytes, L, s, o, used);
+				if (ret)
+					return ret;
+			}
 		}
 		if ((q->f & RQ_FLUSH) && s->resident[t] && s->dirty[t]) {
 			o->flush[r] = 1;
@@ -211,12 +435,55 @@ static int cache_step(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 			o->kill[r] = 1;
 			s->resident[t] = s->dirty[t] = 0;
 			*used -= bytes[t];
+			if (L) {
+				o->goff[r] = s->goff[t];
+				lay_remove(L, seg_after(L, s->goff[t]));
+				s->goff[t] = -1;
+			}
 		}
 		if (q->f & RQ_KILL)	/* no refetch before the op writing it ends */
 			s->evict_at[t] = q->end;
 		if (q->f & RQ_RES) {
 			if (s->resident[t]) {
 				o->res[r] = (q->f & RQ_NEED) ? RES_HIT : RES_AHIT;
+			} else if (L) {
+				uint32_t first = 0, end = 0;
+				int64_t w = -1;
+
+				if (q->group != NO_GROUP && q->group == L->group && L->left >= L->len[t]) {
+					w = L->at;	/* in the op's window (lay_op_window) */
+					first = end = seg_after(L, w);
+					L->at += L->len[t];
+					L->left -= L->len[t];
+				} else {
+					w = lay_pick(s, L, L->len[t], r, keep, &first, &end);
+				}
+				if (w < 0) {
+					L->failed = q->group;
+					return -ENOSPC;
+				}
+				for (uint32_t k = first; k < end; k++) {
+					uint32_t v = L->seg[k].t;
+
+					ret = push_victim(o, (struct victim){
+						.t = v, .wb = s->dirty[v] && s->live[v],
+						.last = s->last[v], .off = L->seg[k].off });
+					if (ret)
+						return ret;
+					s->resident[v] = s->dirty[v] = 0;
+					s->evict_at[v] = r;
+					s->goff[v] = -1;
+					*used -= bytes[v];
+				}
+				/* the window replaces its residents in the list */
+				memmove(&L->seg[first + 1], &L->seg[end],
+					(L->nseg - end) * sizeof(*L->seg));
+				L->nseg = L->nseg - (end - first) + 1;
+				L->seg[first] = (struct seg){ w, L->len[t], t };
+				s->goff[t] = o->goff[r] = w;
+				s->resident[t] = 1;
+				*used += bytes[t];
+				o->res[r] = (q->f & RQ_NEED) ? RES_MISS : RES_ALLOC;
 			} else {
 				while (*used + bytes[t] > cap_at(cap, capv, sub, r)) {
 					int64_t v = pick_victim(s, nt, bytes, r, q->cold, pol, keep);
@@ -256,11 +523,129 @@ static int cache_step(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 	return 0;
 }
 
+/* One step of the level from the state in s: times shifted to this step
+ * (it > 0), keys reset; o->start / o->end (and layout offsets) recorded. */
+static int cache_lap(const struct creq *rq, uint32_t n, const uint64_t *bytes, uint32_t nt,
+		     uint64_t cap, const uint64_t *capv, uint64_t sub, enum tc_policy pol,
+		     const uint8_t *keep, const int64_t *nkey, const uint8_t *nlive,
+		     const int64_t *st_key, const uint8_t *st_live, struct lay *L,
+		     struct cstate *s, struct cout *o, uint64_t *used, uint32_t it)
+{
+	int ret;
+
+	for (uint32_t t = 0; t < nt; t++) {
+		o->start[t] = s->resident[t] | s->dirty[t] << 1;
+		if (L)
+			o->sgoff[t] = s->goff[t];
+		/* keys and times relative to this step */
+		s->key[t] = st_key[t];
+		s->live[t] = st_live[t];
+		if (it) {
+			s->last[t] -= n;
+			s->evict_at[t] -= n;
+			s->lru[t] -= n;
+		}
+		if (s->last[t] < -(int64_t)n)
+			s->last[t] = -(int64_t)n;
+		if (s->evict_at[t] < -(int64_t)n)
+			s->evict_at[t] = -(int64_t)n;
+		s->held[t] = -1;
+	}
+	if (L)
+		lay_load(L, s, nt);
+	ret = cache_step(rq, n, bytes, nt, cap, capv, sub, pol, keep, nkey, nlive, L, s, o, used);
+	if (ret)
+		return ret;
+	o->iters = it + 1;
+	for (uint32_t t = 0; t < nt; t++) {
+		o->end[t] = s->resident[t] | s->dirty[t] << 1;
+		if (L)
+			o->egoff[t] = s->goff[t];
+	}
+	return 0;
+}
+
+/* The step ended as it began (with a layout: each resident in its place). */
+static bool lap_same(const struct cout *o, uint32_t nt, bool layout)
+{
+	if (memcmp(o->start, o->end, nt))
+		return false;
+	for (uint32_t t = 0; layout && t < nt; t++)
+		if ((o->start[t] & 1) && o->sgoff[t] != o->egoff[t])
+			return false;
+	return true;
+}
+
+/*
+ * Laid out, the offsets need not repeat from step to step. The start set
+ * is cut to the residents the step ends with in the same place until a
+ * step from it ends with all of them there (it may end with more: the seam
+ * drops those). Each round drops at least one, so it ends; after 64 rounds
+ * it starts empty. Then one more step from the same set (the same choices)
+ * makes the carried-over times (last use, eviction) that step's own.
+ */
+static int lay_close(const struct creq *rq, uint32_t n, const uint64_t *bytes, uint32_t nt,
+		     uint64_t cap, enum tc_policy pol, const uint8_t *keep, const int64_t *nkey,
+		     const uint8_t *nlive, const int64_t *st_key, const uint8_t *st_live,
+		     struct lay *L, struct cstate *s, struct cout *o, uint64_t *used)
+{
+	uint8_t *S = malloc(nt ? nt : 1);
+	int64_t *Soff = malloc((nt ? nt : 1) * sizeof(*Soff));
+	int ret = -ENOMEM;
+
+	if (!S || !Soff)
+		goto out;
+	for (uint32_t round = 0, ok = 0, again = 0;; round++) {
+		if (!ok) {
+			for (uint32_t t = 0; t < nt; t++) {
+				S[t] = o->start[t];
+				Soff[t] = o->sgoff[t];
+				if ((S[t] & 1) && (round >= 64 || !(o->end[t] & 1) ||
+						   o->egoff[t] != o->sgoff[t])) {
+					S[t] = 0;
+					Soff[t] = -1;
+				}
+			}
+		}
+		*used = 0;
+		for (uint32_t t = 0; t < nt; t++) {
+			/* a resident the seam drops is refetched after it */
+			if ((s->resident[t] || (o->end[t] & 1)) && !(S[t] & 1))
+				s->evict_at[t] = n - 1;	/* -1 after the shift */
+			s->resident[t] = S[t] & 1;
+			s->dirty[t] = S[t] >> 1 & 1;
+			s->goff[t] = Soff[t];
+			if (S[t] & 1)
+				*used += bytes[t];
+		}
+		ret = cache_lap(rq, n, bytes, nt, cap, NULL, 0, pol, keep, nkey, nlive, st_key,
+				st_live, L, s, o, used, o->iters);
+		if (ret)
+			goto out;
+		if (again)
+			break;
+		ok = 1;
+		for (uint32_t t = 0; t < nt && ok; t++)
+			if ((S[t] & 1) && (!(o->end[t] & 1) || o->egoff[t] != Soff[t]))
+				ok = 0;
+		again = ok;
+	}
+	o->converged = lap_same(o, nt, true);
+	ret = 0;
+out:
+	free(S);
+	free(Soff);
+	return ret;
+}
+
 /* Runs the level until the state at step start repeats (cyclic) or once
- * from empty (acyclic). o->start/end hold the final step's states. */
+ * from empty (acyclic). o->start/end hold the final step's states. With a
+ * layout (L), a cyclic run ends with a step whose end holds its start
+ * set in place (lay_close). */
 static int cache_run(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 		     uint32_t nt, uint64_t cap, const uint64_t *capv, uint64_t sub,
-		     enum tc_policy pol, const uint8_t *keep, bool cyclic, struct cout *o)
+		     enum tc_policy pol, const uint8_t *keep, bool cyclic, struct lay *L,
+		     struct cout *o)
 {
 	struct cstate s = { 0 };
 	int64_t *nkey = malloc(n * sizeof(*nkey)), *st_key = malloc(nt * sizeof(*st_key));
@@ -279,47 +664,43 @@ static int cache_run(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 	s.key = malloc(nt * sizeof(int64_t)); s.last = malloc(nt * sizeof(int64_t));
 	s.evict_at = malloc(nt * sizeof(int64_t)); s.lru = malloc(nt * sizeof(int64_t));
 	s.held = malloc(nt * sizeof(int64_t));
+	if (L) {
+		o->goff = malloc(n * sizeof(int64_t));
+		o->sgoff = malloc(nt * sizeof(int64_t));
+		o->egoff = malloc(nt * sizeof(int64_t));
+		s.goff = malloc(nt * sizeof(int64_t));
+	}
 	if (!nkey || !st_key || !nlive || !st_live || !o->res || !o->flush || !o->kill ||
 	    !o->vfirst || !o->evict_at || !o->lastw || !o->use || !o->start || !o->end ||
 	    !o->slive ||
 	    !s.resident || !s.dirty || !s.live || !s.key || !s.last || !s.evict_at ||
-	    !s.lru || !s.held)
+	    !s.lru || !s.held || (L && (!o->goff || !o->sgoff || !o->egoff || !s.goff)))
 		goto out;
 	next_use(rq, n, nt, cyclic, st_key, st_live, nkey, nlive);
 	memcpy(o->slive, st_live, nt);
 	for (uint32_t t = 0; t < nt; t++) {
 		s.last[t] = s.evict_at[t] = s.lru[t] = -(int64_t)n;
 		s.held[t] = -1;
+		if (L)
+			s.goff[t] = -1;
 	}
 	for (uint32_t it = 0; it < (cyclic ? 16u : 1u); it++) {
-		for (uint32_t t = 0; t < nt; t++) {
-			o->start[t] = s.resident[t] | s.dirty[t] << 1;
-			/* keys and times relative to this step */
-			s.key[t] = st_key[t];
-			s.live[t] = st_live[t];
-			if (it) {
-				s.last[t] -= n;
-				s.evict_at[t] -= n;
-				s.lru[t] -= n;
-			}
-			if (s.last[t] < -(int64_t)n)
-				s.last[t] = -(int64_t)n;
-			if (s.evict_at[t] < -(int64_t)n)
-				s.evict_at[t] = -(int64_t)n;
-			s.held[t] = -1;
-		}
-		ret = cache_step(rq, n, bytes, nt, cap, capv, sub, pol, keep, nkey, nlive, &s, o, &used);
+		ret = cache_lap(rq, n, bytes, nt, cap, capv, sub, pol, keep, nkey, nlive, st_key,
+				st_live, L, &s, o, &used, it);
 		if (ret)
 			goto out;
-		o->iters = it + 1;
-		for (uint32_t t = 0; t < nt; t++)
-			o->end[t] = s.resident[t] | s.dirty[t] << 1;
 		/* a fixed point is reached when a step ends as it began; one more
 		 * lap then makes the carried-over times (last use, eviction)
 		 * those of the steady step too */
-		if (!cyclic || (o->converged && !memcmp(o->start, o->end, nt)))
+		if (!cyclic || (o->converged && lap_same(o, nt, L)))
 			break;
-		o->converged = !memcmp(o->start, o->end, nt);
+		o->converged = lap_same(o, nt, L);
+	}
+	if (cyclic && L && !(o->converged && lap_same(o, nt, true))) {
+		ret = lay_close(rq, n, bytes, nt, cap, pol, keep, nkey, nlive, st_key, st_live,
+				L, &s, o, &used);
+		if (ret)
+			goto out;
 	}
 	if (!cyclic)
 		o->converged = true;
@@ -327,7 +708,7 @@ static int cache_run(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 out:
 	free(nkey); free(st_key); free(nlive); free(st_live);
 	free(s.resident); free(s.dirty); free(s.live); free(s.key); free(s.last);
-	free(s.evict_at); free(s.lru); free(s.held);
+	free(s.evict_at); free(s.lru); free(s.held); free(s.goff);
 	if (ret)
 		cout_free(o);
 	return ret;
@@ -369,6 +750,7 @@ struct gop {
 	int32_t need;
 	uint32_t t, seq;
 	uint8_t kind, cls;
+	int64_t off;		/* layout: a FETCH / ALLOC's GPU offset, else -1 */
 };
 
 struct gops {
@@ -396,7 +778,7 @@ static int gops_add_cls(struct gops *g, int64_t pos, uint8_t kind, uint32_t t,
 		g->cap = nc;
 	}
 	g->v[g->nr] = (struct gop){ .pos = pos, .need = need, .t = t, .seq = g->nr,
-				    .kind = kind, .cls = cls[kind] - (fix ? CLS_OUT : 0) };
+				    .kind = kind, .cls = cls[kind] - (fix ? CLS_OUT : 0), .off = -1 };
 	g->nr++;
 	return 0;
 }
@@ -557,13 +939,74 @@ static int small_keep(const struct tc_trace *tr, const struct tinfo *ti, uint64_
 }
 
 
+/* GPU ranges freed (layout): a copy into one is issued after its DROP. */
+struct frange {
+	uint64_t off, len;
+	int64_t at;		/* the DROP's issue point (or a later one) */
+};
+
+struct franges {
+	struct frange *v;
+	uint32_t nr, cap;
+};
+
+static int fr_add(struct franges *f, uint64_t off, uint64_t len, int64_t at)
+{
+	if (f->nr == f->cap) {
+		uint32_t nc = f->cap ? f->cap * 2 : 256;
+		struct frange *nv = realloc(f->v, nc * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		f->v = nv;
+		f->cap = nc;
+	}
+	f->v[f->nr++] = (struct frange){ off, len, at };
+	return 0;
+}
+
+/* The latest DROP of anything that was in [off, off + len) before. */
+static int64_t fr_last(const struct franges *f, uint64_t off, uint64_t len)
+{
+	int64_t at = INT64_MIN;
+
+	for (uint32_t i = 0; i < f->nr; i++)
+		if (f->v[i].off < off + len && off < f->v[i].off + f->v[i].len && f->v[i].at > at)
+			at = f->v[i].at;
+	return at;
+}
+
+/*
+ * The previous step's frees, for the layout: each victim's and killed
+ * copy's range at its request's point less a step (its DROP is issued
+ * there or earlier), and what the seam drops at 0.
+ */
+static int fr_prev(const struct cout *o, const struct creq *rq, uint32_t n, uint32_t nt,
+		   const uint64_t *len, struct franges *f)
+{
+	int ret = 0;
+
+	for (uint32_t r = 0; r < n && !ret; r++) {
+		for (uint32_t k = o->vfirst[r]; k < o->vfirst[r + 1] && !ret; k++)
+			ret = fr_add(f, o->vic[k].off, len[o->vic[k].t], (int64_t)r - n);
+		if (!ret && o->kill[r])
+			ret = fr_add(f, o->goff[r], len[rq[r].t], (int64_t)r - n);
+	}
+	for (uint32_t t = 0; t < nt && !ret; t++)
+		if (!o->converged && (o->end[t] & 1) && !(o->start[t] & 1))
+			ret = fr_add(f, o->egoff[t], len[t], 0);
+	return ret;
+}
+
 static int gpu_level_cache(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 			   const struct tinfo *ti, struct gops *g, uint8_t *hit,
-			   uint8_t *start, struct tc_plan_stats *st)
+			   uint8_t *start, int64_t *start_goff, struct tc_plan_stats *st)
 {
 	bool cyclic = !(cfg->flags & TC_PLAN_ACYCLIC), early = cfg->policy == TC_POLICY_OURS;
 	struct creq *rq;
 	struct cout o = { 0 };
+	struct lay lay = { 0 }, *L = NULL;
+	struct franges fr = { 0 };
 	uint32_t n = ti->n;
 	int64_t lb0, prev_fetch = INT64_MIN;
 	uint8_t *hostw = NULL, *lastw = NULL, *keep = NULL;
@@ -592,16 +1035,52 @@ static int gpu_level_cache(const struct tc_trace *tr, const struct tc_plan_cfg *
 			if (a->flags & TC_ACC_WRITE)
 				lastw[a->tensor] = !!(a->flags & TC_ACC_HOST);
 		}
-	ret = cache_run(rq, n, ti->bytes, ti->nt, cfg->gpu_bytes - st->reserve_bytes,
-			cfg->gpu_cap, st->reserve_bytes, cfg->policy, keep, cyclic, &o);
+	if (cfg->flags & TC_PLAN_LAYOUT) {
+		L = &lay;
+		lay.B = cfg->gpu_bytes;
+		lay.len = malloc((ti->nt ? ti->nt : 1) * sizeof(*lay.len));
+		lay.seg = malloc((ti->nt + 1) * sizeof(*lay.seg));
+		lay.cand = malloc((4 * (size_t)ti->nt + 2) * sizeof(*lay.cand));
+		if (!lay.len || !lay.seg || !lay.cand) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		for (uint32_t t = 0; t < ti->nt; t++)
+			lay.len[t] = (ti->bytes[t] + TC_PLAN_ALIGN - 1) / TC_PLAN_ALIGN * TC_PLAN_ALIGN;
+		lay.contig = calloc(ti->nops ? ti->nops : 1, 1);
+		if (!lay.contig) {
+			ret = -ENOMEM;
+			goto out;
+		}
+	}
+	/* laid out, an op whose tensors found no window each (the ones it
+	 * holds split the room) takes one window for all its misses, and the
+	 * level runs again; one window each hits more where it works */
+	for (;;) {
+		lay.failed = NO_GROUP;
+		ret = cache_run(rq, n, ti->bytes, ti->nt, cfg->gpu_bytes - st->reserve_bytes,
+				cfg->gpu_cap, st->reserve_bytes, cfg->policy, keep, cyclic, L, &o);
+		if (ret != -ENOSPC || !L || lay.failed == NO_GROUP || lay.contig[lay.failed])
+			break;
+		lay.contig[lay.failed] = 1;
+	}
 	if (ret)
 		goto out;
 	st->steady_iters = o.iters;
 	st->reconciled = !o.converged;
 	/* no fixed point: the table starts by moving the end state back to the
-	 * start state, and no copy may be issued across that seam */
-	lb0 = (cyclic && o.converged) ? INT64_MIN : 0;
+	 * start state, and no copy may be issued across that seam. Laid out,
+	 * the seam only drops (lay_close), and a copy into a range it frees
+	 * waits for it (fr_prev) */
+	lb0 = (cyclic && (o.converged || L)) ? INT64_MIN : 0;
 	memcpy(start, o.converged ? o.start : o.end, ti->nt);
+	if (L) {
+		memcpy(start_goff, o.converged ? o.sgoff : o.egoff, ti->nt * sizeof(int64_t));
+		if (cyclic)
+			ret = fr_prev(&o, rq, n, ti->nt, lay.len, &fr);
+		if (ret)
+			goto out;
+	}
 	if (!o.converged) {
 		for (uint32_t t = 0; t < ti->nt && !ret; t++) {
 			bool in_s = o.start[t] & 1, in_e = o.end[t] & 1;
@@ -614,8 +1093,13 @@ static int gpu_level_cache(const struct tc_trace *tr, const struct tc_plan_cfg *
 			}
 		}
 		for (uint32_t t = 0; t < ti->nt && !ret; t++)
-			if ((o.start[t] & 1) && !(o.end[t] & 1))
+			if ((o.start[t] & 1) && !(o.end[t] & 1)) {
+				if (L) {	/* lay_close leaves none */
+					ret = -EPROTO;
+					break;
+				}
 				ret = gops_fix(g, o.slive[t] ? TC_OP_FETCH : TC_OP_ALLOC, t);
+			}
 		if (ret)
 			goto out;
 	}
@@ -644,8 +1128,11 @@ static int gpu_level_cache(const struct tc_trace *tr, const struct tc_plan_cfg *
 				p = r;
 			ret = gops_add(g, p, TC_OP_WRITEBACK, t, r);
 		}
-		if (!ret && o.kill[r])
+		if (!ret && o.kill[r]) {
 			ret = gops_add(g, r, TC_OP_DROP, t, r);
+			if (!ret && L)
+				ret = fr_add(&fr, o.goff[r], lay.len[t], r);
+		}
 		if (!ret && (o.res[r] == RES_MISS || o.res[r] == RES_ALLOC)) {
 			int64_t delta = ti->bytes[t];
 
@@ -661,6 +1148,12 @@ static int gpu_level_cache(const struct tc_trace *tr, const struct tc_plan_cfg *
 				lb = 0;
 			if (lb < lb0)
 				lb = lb0;
+			if (L) {	/* after whatever left its range */
+				int64_t f = fr_last(&fr, o.goff[r], lay.len[t]);
+
+				if (f > lb)
+					lb = f;
+			}
 			/* H2D is one FIFO stream: copies go in the order they are
 			 * needed, so an early one never blocks a more urgent one.
 			 * A gated fetch (of a host op's output) joins the stream
@@ -677,10 +1170,14 @@ static int gpu_level_cache(const struct tc_trace *tr, const struct tc_plan_cfg *
 					ret = gops_add(g, p, TC_OP_WRITEBACK, o.vic[k].t, -1);
 				if (!ret)
 					ret = gops_add(g, p, TC_OP_DROP, o.vic[k].t, -1);
+				if (!ret && L)
+					ret = fr_add(&fr, o.vic[k].off, lay.len[o.vic[k].t], p);
 			}
 			if (!ret)
 				ret = gops_add(g, p, o.res[r] == RES_MISS ? TC_OP_FETCH : TC_OP_ALLOC,
 					       t, r);
+			if (!ret && L)
+				g->v[g->nr - 1].off = o.goff[r];
 		}
 		if (ret)
 			break;
@@ -691,6 +1188,11 @@ out:
 	free(hostw);
 	free(lastw);
 	free(keep);
+	free(lay.len);
+	free(lay.seg);
+	free(lay.cand);
+	free(lay.contig);
+	free(fr.v);
 	return ret;
 }
 
@@ -985,7 +1487,7 @@ static int pinned_level(const struct tc_trace *tr, const struct tc_plan_cfg *cfg
 		return ret;
 	}
 	ret = cache_run(rq, m, ti->bytes, ti->nt, cap - st->pinned_reserve_bytes, NULL, 0,
-			TC_POLICY_OURS, NULL, cyclic, &o);
+			TC_POLICY_OURS, NULL, cyclic, NULL, &o);
 	if (ret)
 		goto out;
 	if (!o.converged)
@@ -1244,6 +1746,7 @@ out:
 static void seam_state(const struct tc_trace *tr, struct tc_plan *pl)
 {
 	uint8_t *g = pl->start_gpu, *p = pl->start_pinned;
+	int64_t *go = pl->start_goff;
 
 	for (uint32_t i = 0; i < pl->nr_acc; i++) {
 		const struct tc_access *a = &tr->acc[i];
@@ -1253,9 +1756,17 @@ static void seam_state(const struct tc_trace *tr, struct tc_plan *pl)
 
 			switch (pl->ops[k].kind) {
 			case TC_OP_FETCH:
-			case TC_OP_ALLOC:	g[t] = 1; break;
+			case TC_OP_ALLOC:
+				g[t] = 1;
+				if (go)
+					go[t] = pl->op_goff[k];
+				break;
 			case TC_OP_WRITEBACK:	g[t] &= 1; p[t] = 3; break;
-			case TC_OP_DROP:	g[t] = 0; break;
+			case TC_OP_DROP:
+				g[t] = 0;
+				if (go)
+					go[t] = -1;
+				break;
 			case TC_OP_STAGE_IN:
 			case TC_OP_PALLOC:	p[t] = 1; break;
 			case TC_OP_STAGE_OUT:	p[t] &= 1; break;
@@ -1312,7 +1823,7 @@ void tc_plan_free(struct tc_plan *pl)
 		return;
 	free(pl->ops); free(pl->op_first); free(pl->deps); free(pl->wait_first);
 	free(pl->wait_ops); free(pl->hit); free(pl->placement); free(pl->start_gpu);
-	free(pl->start_pinned);
+	free(pl->start_pinned); free(pl->op_goff); free(pl->start_goff);
 	memset(pl, 0, sizeof(*pl));
 }
 
@@ -1326,7 +1837,12 @@ static const uint8_t op_link[TC_OP_NR] = {
 static int cfg_check(const struct tc_plan_cfg *cfg)
 {
 	if (!cfg || (unsigned)cfg->policy >= TC_POLICY_NR || !cfg->gpu_bytes ||
-	    (cfg->flags & ~(TC_PLAN_ACYCLIC | TC_PLAN_HOST_ASYNC | TC_PLAN_PURE_MIN)))
+	    (cfg->flags & ~(TC_PLAN_ACYCLIC | TC_PLAN_HOST_ASYNC | TC_PLAN_PURE_MIN |
+			    TC_PLAN_LAYOUT)))
+		return -EINVAL;
+	/* the layout is ours' MIN's, over the whole budget */
+	if ((cfg->flags & TC_PLAN_LAYOUT) &&
+	    (cfg->policy != TC_POLICY_OURS || cfg->gpu_cap || cfg->reserve_bytes > 0))
 		return -EINVAL;
 	for (int l = 0; l < TC_LINK_NR; l++)
 		if (!(cfg->bw[l] > 0) && (cfg->nvme_bytes || l < TC_LINK_NVME_RD))
@@ -1377,8 +1893,16 @@ static int plan_build(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 	    !pl->op_first || !pl->wait_first)
 		goto fail;
 
+	if (cfg->flags & TC_PLAN_LAYOUT) {
+		pl->start_goff = malloc((ti.nt ? ti.nt : 1) * sizeof(int64_t));
+		ret = -ENOMEM;
+		if (!pl->start_goff)
+			goto fail;
+		pl->st.laid_out = true;
+	}
 	if (cfg->policy == TC_POLICY_OURS || cfg->policy == TC_POLICY_LRU)
-		ret = gpu_level_cache(tr, cfg, &ti, &g, pl->hit, pl->start_gpu, &pl->st);
+		ret = gpu_level_cache(tr, cfg, &ti, &g, pl->hit, pl->start_gpu, pl->start_goff,
+				      &pl->st);
 	else
 		ret = gpu_level_stream(tr, cfg, &ti, &g, pl->hit, pl->start_gpu, &pl->st);
 	if (ret)
@@ -1404,8 +1928,10 @@ static int plan_build(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 
 	/* merge: at each slot its pinned ops (drop-class first), then its GPU op */
 	pl->ops = malloc((g.nr + pg.nr + 1) * sizeof(*pl->ops));
+	if (pl->start_goff)
+		pl->op_goff = malloc((g.nr + pg.nr + 1) * sizeof(*pl->op_goff));
 	ret = -ENOMEM;
-	if (!pl->ops)
+	if (!pl->ops || (pl->start_goff && !pl->op_goff))
 		goto fail;
 	k = 0;
 	for (uint32_t j = 0; j < m; j++) {
@@ -1414,6 +1940,8 @@ static int plan_build(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 		for (; k < pg.nr && (uint32_t)((pg.v[k].pos % m + m) % m) == j; k++) {
 			const struct gop *o = &pg.v[k];
 
+			if (pl->op_goff)
+				pl->op_goff[pl->nr_ops] = -1;
 			pl->ops[pl->nr_ops++] = (struct tc_op){
 				.tensor = o->t, .kind = o->kind, .pos = pos, .need = o->need,
 				.need_next = o->pos < 0,
@@ -1422,6 +1950,8 @@ static int plan_build(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 		if (sl[j].gop >= 0) {
 			const struct gop *o = &g.v[sl[j].gop];
 
+			if (pl->op_goff)
+				pl->op_goff[pl->nr_ops] = o->off;
 			pl->ops[pl->nr_ops++] = (struct tc_op){
 				.tensor = o->t, .kind = o->kind, .pos = pos, .need = o->need,
 				.need_next = o->pos < 0 || (o->need >= 0 && (uint32_t)o->need < pos),
@@ -1556,14 +2086,16 @@ int tc_plan_build(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 	ret = cfg_check(cfg);
 	if (ret)
 		return ret;
-	auto_r = cfg->policy == TC_POLICY_OURS && cfg->reserve_bytes < 0;
+	/* laid out, a reserve has no place: the plan is simulated once */
+	auto_r = cfg->policy == TC_POLICY_OURS && cfg->reserve_bytes < 0 &&
+		 !(cfg->flags & TC_PLAN_LAYOUT);
 	auto_pr = cfg->policy == TC_POLICY_OURS && cfg->pinned_reserve_bytes < 0 && cfg->nvme_bytes;
 	r = cfg->policy == TC_POLICY_OURS && cfg->reserve_bytes > 0 ? cfg->reserve_bytes : 0;
 	pr = cfg->policy == TC_POLICY_OURS && cfg->nvme_bytes &&
 	     cfg->pinned_reserve_bytes > 0 ? cfg->pinned_reserve_bytes : 0;
 	if (r >= cfg->gpu_bytes || (cfg->nvme_bytes && pr >= cfg->pinned_bytes))
 		return -EINVAL;
-	if (!auto_r && !auto_pr)
+	if (!auto_r && !auto_pr && !(cfg->flags & TC_PLAN_LAYOUT))
 		return plan_build(tr, cfg, r, pr, false, pl);
 	ret = tc_trace_validate(tr);
 	if (ret)

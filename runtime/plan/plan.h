@@ -135,6 +135,14 @@ enum tc_link { TC_LINK_H2D, TC_LINK_D2H, TC_LINK_NVME_RD, TC_LINK_NVME_WR, TC_LI
 				 * thread of their own beside the GPU */
 #define TC_PLAN_PURE_MIN 0x4u	/* ours evicts by next use alone, small tensors
 				 * too (Belady's rule as published) */
+/* Ours plans the GPU arena's layout too: every residency gets an offset in
+ * [0, gpu_bytes) (TC_PLAN_ALIGN-aligned sizes), and a miss evicts one
+ * contiguous window of residents (the one whose next uses are furthest
+ * off, by the sum of 1 / distance) instead of single victims. The plan
+ * then needs no layout pass and no room for fragmentation: plan->op_goff
+ * and plan->start_goff say where everything goes. */
+#define TC_PLAN_LAYOUT	0x8u
+#define TC_PLAN_ALIGN	256u
 
 struct tc_plan_cfg {
 	uint64_t gpu_bytes, pinned_bytes, nvme_bytes; /* nvme 0: no NVMe tier */
@@ -206,6 +214,7 @@ struct tc_plan_stats {
 	uint64_t sim_step_ns;		/* simulated step time (auto reserve only) */
 	bool reconciled;		/* no fixed point: table starts with fix-ups */
 	bool cold_first;		/* victims whose last use is over preferred */
+	bool laid_out;			/* TC_PLAN_LAYOUT: op_goff / start_goff set */
 };
 
 struct tc_plan {
@@ -219,6 +228,9 @@ struct tc_plan {
 	uint8_t *placement;	/* per tensor: enum tc_tier home */
 	uint8_t *start_gpu;	/* per tensor: bit0 resident, bit1 dirty at step start */
 	uint8_t *start_pinned;	/* same for pinned */
+	/* TC_PLAN_LAYOUT (else NULL): per op, a FETCH / ALLOC's GPU offset
+	 * (else -1); per tensor, its offset in the start set (else -1) */
+	int64_t *op_goff, *start_goff;
 	enum tc_policy policy;
 	struct tc_plan_stats st;
 };
@@ -231,7 +243,8 @@ int tc_plan_build(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 void tc_plan_free(struct tc_plan *plan);
 /* Replays the table over several steps from the start state; checks every
  * read finds valid data, holds last through their op, nothing valid is lost,
- * and GPU / pinned bytes never exceed the budgets. 0 or -EINVAL (+ message
+ * and GPU / pinned bytes never exceed the budgets; with a layout, that no
+ * GPU range overlaps another resident's or leaves [0, gpu_bytes). 0 or -EINVAL (+ message
  * into err when given). */
 int tc_plan_check(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 		  const struct tc_plan *plan, char *err, size_t errlen);

@@ -125,7 +125,24 @@ static int hb(const struct tc_trace *tr, const struct tc_plan *pl, uint64_t budg
 	return ret == -EDEADLK ? 1 : ret;
 }
 
-static unsigned nr_checked, nr_frag;
+/* a laid-out plan's own offsets (TC_PLAN_LAYOUT), as the executor takes them */
+static int plan_alloc(void *ctx, uint32_t t, uint32_t op, uint64_t bytes, uint64_t *off)
+{
+	const struct tc_plan *pl = ctx;
+	int64_t o = op == UINT32_MAX ? pl->start_goff[t] : pl->op_goff[op];
+
+	if (o < 0)
+		return -EINVAL;
+	*off = (uint64_t)o;
+	return 0;
+}
+
+static int plan_free(void *ctx, uint32_t t, uint64_t off)
+{
+	return 0;
+}
+
+static unsigned nr_checked, nr_frag, nr_laid;
 
 /* plans tr for cfg, checks it, then proves it ordered (own ranges, arena) */
 static void plan_and_check(const struct tc_trace *tr, struct tc_plan_cfg *cfg, bool detach,
@@ -144,6 +161,17 @@ static void plan_and_check(const struct tc_trace *tr, struct tc_plan_cfg *cfg, b
 	T_CHECK(ret == 0, "%s: check: %s", what, err);
 	ret = hb(tr, &pl, cfg->gpu_bytes, detach, false, err, sizeof(err));
 	T_CHECK(ret == 0, "%s (%s, own ranges): %s", what, tc_policy_name(cfg->policy), err);
+	if (pl.op_goff) {	/* laid out: at the plan's offsets */
+		struct tc_hb_cfg hc = { .steps = 3, .detach = detach, .alloc = plan_alloc,
+					.free = plan_free, .ctx = &pl };
+
+		ret = tc_plan_hb_check(tr, &pl, &hc, err, sizeof(err));
+		T_CHECK(ret == 0, "%s (laid out): %s", what, err);
+		nr_laid++;
+		nr_checked++;
+		tc_plan_free(&pl);
+		return;
+	}
 	ret = hb(tr, &pl, cfg->gpu_bytes, detach, true, err, sizeof(err));
 	if (ret == -ENOMEM || ret == -ENOSPC)
 		nr_frag++;	/* the executor lays it out ahead instead */
@@ -435,6 +463,10 @@ int main(void)
 						 (unsigned long long)seed, ov ? "overlap" : "serial",
 						 fracs[f]);
 					plan_and_check(&tr, &cfg, ov, what);
+					if (cfg.policy != TC_POLICY_OURS)
+						continue;
+					cfg.flags |= TC_PLAN_LAYOUT;
+					plan_and_check(&tr, &cfg, ov, what);
 				}
 			}
 			tc_trace_free(&tr);
@@ -459,6 +491,8 @@ int main(void)
 					tc_trace_bytes(&tr, TC_ROLE_PARAM_FP16) * (f + 1) / 5;
 			cfg.pinned_bytes = 1ull << 40;
 			plan_and_check(&tr, &cfg, f & 1, "opt-1.3b");
+			cfg.flags |= TC_PLAN_LAYOUT;
+			plan_and_check(&tr, &cfg, f & 1, "opt-1.3b laid out");
 		}
 		tc_trace_free(&tr);
 	}
@@ -482,10 +516,16 @@ int main(void)
 		cfg.bw[TC_LINK_D2H] = 1e8 * (1 + seed * 5 % 9);
 		snprintf(what, sizeof(what), "random seed %llu", (unsigned long long)seed);
 		plan_and_check(&tr, &cfg, seed & 1, what);
+		if (cfg.policy == TC_POLICY_OURS || seed % 4 == 1) {
+			cfg.policy = TC_POLICY_OURS;
+			cfg.flags |= TC_PLAN_LAYOUT;
+			plan_and_check(&tr, &cfg, seed & 1, what);
+		}
 		tc_trace_free(&tr);
 	}
-	printf("# %u plans proven ordered (%u fragmented the arena: own ranges only)\n",
-	       nr_checked, nr_frag);
+	printf("# %u plans proven ordered (%u fragmented the arena: own ranges only; "
+	       "%u laid out by the planner, at its offsets)\n", nr_checked, nr_frag, nr_laid);
+	T_CHECK(nr_laid > 150, "only %u laid-out plans checked", nr_laid);
 	T_CHECK(nr_checked > 300, "only %u plans checked", nr_checked);
 	return t_failures ? T_EXIT_FAIL : T_EXIT_PASS;
 }

@@ -2,7 +2,9 @@
  * random cyclic step of ops is run through profiling and planned steps for
  * every policy, with and without an NVMe tier, and every value read is
  * checked against a model of what was last written, including plans whose
- * GPU allocations are laid out ahead (static_layouts). Also an order change
+ * GPU allocations are laid out ahead (static_layouts) and ours laid out by
+ * the planner (planner_layouts, forced by TENCACHE_CACHE_LAYOUT on one run
+ * in two, and never with TENCACHE_CACHE_NO_LAYOUT). Also an order change
  * (re-profiling), flush, and every bad input of the cache API; one policy
  * again with the issuer thread (TENCACHE_CACHE_ISSUER). */
 #define _GNU_SOURCE
@@ -92,8 +94,8 @@ static int step(struct tencache_cache *c, int swap)
 }
 
 /* plans laid out ahead (setup.c plan_place): the path must be exercised */
-static uint64_t static_layouts;
-static unsigned extra_flags;	/* TENCACHE_CACHE_ISSUER: copies by a thread */
+static uint64_t static_layouts, planner_layouts;
+static unsigned extra_flags;	/* TENCACHE_CACHE_ISSUER: copies by a thread; the layout */
 
 static int run(struct tencache *tc, unsigned policy, int nvme, const char *dir)
 {
@@ -180,12 +182,17 @@ static int run(struct tencache *tc, unsigned policy, int nvme, const char *dir)
 		if (live)
 			T_CHECK(check(h, bytes[i], val(i)), "tensor %d after flush", i);
 	}
-	printf("policy %u nvme %d: hits %llu/%llu, static layouts %llu, H2D %llu KiB, D2H %llu KiB, NVMe %llu/%llu KiB\n",
+	printf("policy %u nvme %d: hits %llu/%llu, static layouts %llu, planner's %llu, H2D %llu KiB, D2H %llu KiB, NVMe %llu/%llu KiB\n",
 	       policy, nvme, (unsigned long long)st.hits, (unsigned long long)st.acquires,
-	       (unsigned long long)st.static_layouts,
+	       (unsigned long long)st.static_layouts, (unsigned long long)st.planner_layouts,
 	       (unsigned long long)st.link_bytes[0] / 1024, (unsigned long long)st.link_bytes[1] / 1024,
 	       (unsigned long long)st.link_bytes[2] / 1024, (unsigned long long)st.link_bytes[3] / 1024);
 	static_layouts += st.static_layouts;
+	planner_layouts += st.planner_layouts;
+	if (policy != TENCACHE_POLICY_OURS || (p.flags & TENCACHE_CACHE_NO_LAYOUT))
+		T_CHECK(!st.planner_layouts, "policy %u ran a plan laid out by the planner", policy);
+	if (policy == TENCACHE_POLICY_OURS && (p.flags & TENCACHE_CACHE_LAYOUT))
+		T_CHECK(st.planner_layouts, "ours did not run the laid-out plan");
 	tencache_cache_destroy(c);
 	return 0;
 }
@@ -206,7 +213,9 @@ static void bad_input(struct tencache *tc)
 	p.__reserved[3] = 0;
 	p.flags = 0x100;
 	T_EQ(tencache_cache_create(tc, &c, &p), -EINVAL);
-	p.flags = TENCACHE_CACHE_HOST_MODE | TENCACHE_CACHE_NO_BATCH << 1;	/* the next bit */
+	p.flags = TENCACHE_CACHE_HOST_MODE | TENCACHE_CACHE_LAYOUT << 1;	/* the next bit */
+	T_EQ(tencache_cache_create(tc, &c, &p), -EINVAL);
+	p.flags = TENCACHE_CACHE_HOST_MODE | TENCACHE_CACHE_LAYOUT | TENCACHE_CACHE_NO_LAYOUT;
 	T_EQ(tencache_cache_create(tc, &c, &p), -EINVAL);
 	p.flags = TENCACHE_CACHE_HOST_MODE;
 	p.policy = 99;
@@ -283,6 +292,15 @@ int main(int argc, char **argv)
 			if (odirect)
 				T_EQ(run(tc, pol, 1, dir), 0);
 		}
+		/* ours laid out by the planner, whatever the timing model
+		 * says, then never */
+		for (int k = 0; k < 2; k++) {
+			extra_flags = k ? TENCACHE_CACHE_NO_LAYOUT : TENCACHE_CACHE_LAYOUT;
+			T_EQ(run(tc, TENCACHE_POLICY_OURS, 0, dir), 0);
+			if (odirect && !k)
+				T_EQ(run(tc, TENCACHE_POLICY_OURS, 1, dir), 0);
+		}
+		extra_flags = 0;
 	}
 	/* with the issuer thread (the default has none) */
 	extra_flags = TENCACHE_CACHE_ISSUER;
@@ -294,6 +312,7 @@ int main(int argc, char **argv)
 		printf("NVMe tier not tested: %s refuses O_DIRECT\n", dir);
 	/* at these budgets about a third of the plans fragment the arena */
 	T_CHECK(static_layouts > 0, "no plan was laid out ahead: that path went untested");
+	T_CHECK(planner_layouts > 0, "no plan laid out by the planner ran: that path went untested");
 	tencache_exit(tc);
 	return t_exit();
 }
