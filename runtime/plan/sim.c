@@ -172,6 +172,51 @@ struct tier {
 	struct frees f;
 };
 
+/*
+ * A laid-out plan's GPU ranges (plan->op_goff): a copy into a range waits
+ * for the last users of what was there, not for any bytes to free up. The
+ * ranges freed and when, superseded as they are taken again.
+ */
+struct ranges {
+	struct rg { uint64_t off, end, t; } *v;
+	uint32_t nr, cap;
+	int64_t *at;		/* per tensor: its offset while resident, else -1 */
+};
+
+static int rg_free(struct ranges *g, uint64_t off, uint64_t len, uint64_t t)
+{
+	if (g->nr == g->cap) {
+		uint32_t nc = g->cap ? g->cap * 2 : 256;
+		struct rg *nv = realloc(g->v, nc * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		g->v = nv;
+		g->cap = nc;
+	}
+	g->v[g->nr++] = (struct rg){ off, off + len, t };
+	return 0;
+}
+
+/* When [off, off + len) is free: the latest free it overlaps; the ones
+ * it covers are forgotten (a later free of the range comes after this). */
+static uint64_t rg_take(struct ranges *g, uint64_t off, uint64_t len)
+{
+	uint64_t t = 0, end = off + len;
+	uint32_t k = 0;
+
+	for (uint32_t i = 0; i < g->nr; i++) {
+		struct rg *r = &g->v[i];
+
+		if (r->off < end && off < r->end && r->t > t)
+			t = r->t;
+		if (!(r->off >= off && r->end <= end))
+			g->v[k++] = *r;
+	}
+	g->nr = k;
+	return t;
+}
+
 /* Time at which b more bytes fit, taking the earliest frees first. */
 static int tier_alloc(struct tier *m, uint64_t ready, uint64_t b, uint64_t *at)
 {
@@ -203,6 +248,7 @@ int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 		[TC_OP_ALLOC] = -1, [TC_OP_DROP] = -1, [TC_OP_PALLOC] = -1, [TC_OP_PDROP] = -1,
 	};
 	struct tier gpu = { 0 }, pin = { 0 };
+	struct ranges rg = { 0 };
 	uint64_t *op_end, *acc_end, *held = NULL, link_free[TC_LINK_NR] = { 0 };
 	struct busy lk[TC_LINK_NR] = { 0 };
 	uint64_t now = 0, step_start = 0, busy[TC_LINK_NR] = { 0 };
@@ -221,7 +267,12 @@ int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 	acc_end = calloc(n, sizeof(*acc_end));
 	if (async)
 		held = calloc(tr->nr_tensors, sizeof(*held));
-	if (!op_end || !acc_end || (async && !held)) {
+	if (pl->op_goff && pl->start_goff) {
+		rg.at = malloc((tr->nr_tensors ? tr->nr_tensors : 1) * sizeof(*rg.at));
+		if (rg.at)
+			memcpy(rg.at, pl->start_goff, tr->nr_tensors * sizeof(*rg.at));
+	}
+	if (!op_end || !acc_end || (async && !held) || (pl->op_goff && !rg.at)) {
 		ret = -ENOMEM;
 		goto out;
 	}
@@ -265,8 +316,16 @@ int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 					if (t > ready)
 						ready = t;
 				}
-				if (op->kind == TC_OP_FETCH || op->kind == TC_OP_ALLOC)
+				if (op->kind == TC_OP_FETCH || op->kind == TC_OP_ALLOC) {
 					ret = tier_alloc(&gpu, ready, b, &ready);
+					if (rg.at && pl->op_goff[k] >= 0) {
+						uint64_t t = rg_take(&rg, pl->op_goff[k], b);
+
+						if (t > ready)
+							ready = t;
+						rg.at[op->tensor] = pl->op_goff[k];
+					}
+				}
 				else if (op->kind == TC_OP_STAGE_IN || op->kind == TC_OP_PALLOC)
 					ret = tier_alloc(&pin, ready, b, &ready);
 				if (ret)
@@ -288,8 +347,13 @@ int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 				} else {
 					op_end[k] = ready;
 				}
-				if (op->kind == TC_OP_DROP)
+				if (op->kind == TC_OP_DROP) {
 					ret = fr_push(&gpu.f, op_end[k], b);
+					if (!ret && rg.at && rg.at[op->tensor] >= 0)
+						ret = rg_free(&rg, rg.at[op->tensor], b, op_end[k]);
+					if (rg.at)
+						rg.at[op->tensor] = -1;
+				}
 				else if (op->kind == TC_OP_PDROP)
 					ret = fr_push(&pin.f, op_end[k], b);
 				if (ret)
@@ -359,5 +423,7 @@ out:
 		free(lk[l].v);
 	free(gpu.f.v);
 	free(pin.f.v);
+	free(rg.v);
+	free(rg.at);
 	return ret;
 }
