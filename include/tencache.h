@@ -567,6 +567,7 @@ struct tencache_cache_stats {
 	uint64_t planner_layouts;	/* plans that ran laid out by the planner
 					 * (every tensor at its own offset in the
 					 * whole budget: TENCACHE_CACHE_NO_LAYOUT) */
+	uint64_t plan_laid_out;		/* 1: the plan running now is one of them */
 };
 
 TENCACHE_API int tencache_cache_create(struct tencache *tc, struct tencache_cache **cp,

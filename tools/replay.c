@@ -996,7 +996,7 @@ static int run_policy(struct tencache *tc, const struct opts *o, const struct tc
 	memcpy(r->link_bw, s1.link_bw, sizeof(r->link_bw));
 	r->exec_plan_hit = s1.plan_reads ? (double)s1.plan_hits / s1.plan_reads : 0;
 	r->exec_plan_hit_bytes = s1.plan_read_bytes ? (double)s1.plan_hit_bytes / s1.plan_read_bytes : 0;
-	if (s1.plan_gpu_bytes && s1.planner_layouts)
+	if (s1.plan_gpu_bytes && s1.plan_laid_out)
 		fprintf(stderr, "  %-9s its plan: %.2f%% hits (%.2f%% of the bytes read), laid out "
 			"by the planner in the whole GPU budget\n", name,
 			100 * r->exec_plan_hit, 100 * r->exec_plan_hit_bytes);

@@ -2240,6 +2240,7 @@ int tencache_cache_stats(struct tencache_cache *c, struct tencache_cache_stats *
 		st->plan_hits = c->plan.st.hits;
 		st->plan_read_bytes = c->plan.st.read_bytes;
 		st->plan_hit_bytes = c->plan.st.hit_bytes;
+		st->plan_laid_out = c->laid_out;
 	}
 	/* the caller's struct may be shorter (older) or longer (newer) */
 	memcpy(out, &s, size < sizeof(s) ? size : sizeof(s));
