@@ -4,7 +4,8 @@
  * LAG module releases after its backward, detached) and the serial shape
  * (every host op at the end, inline), with GPU budgets below the
  * parameters' total, varied compute and link speeds, GPU ranges placed by
- * the executor's arena; the OPT-1.3B generator's step; random traces. The
+ * the executor's arena (ours laid out by the planner: at its own offsets);
+ * the OPT-1.3B generator's step; random traces. The
  * checker itself is tested first on plans with an edge removed, then on
  * plans with gated fetches (a detached host op's output, held until the op
  * is done) with their host deps and the waits for them removed
@@ -17,6 +18,7 @@
 #include "tencache.h"
 #include "test.h"
 #include "rtrace.h"
+#include "plan_offsets.h"
 
 #define LAG 8
 
@@ -123,23 +125,6 @@ static int hb(const struct tc_trace *tr, const struct tc_plan *pl, uint64_t budg
 			break;
 	}
 	return ret == -EDEADLK ? 1 : ret;
-}
-
-/* a laid-out plan's own offsets (TC_PLAN_LAYOUT), as the executor takes them */
-static int plan_alloc(void *ctx, uint32_t t, uint32_t op, uint64_t bytes, uint64_t *off)
-{
-	const struct tc_plan *pl = ctx;
-	int64_t o = op == UINT32_MAX ? pl->start_goff[t] : pl->op_goff[op];
-
-	if (o < 0)
-		return -EINVAL;
-	*off = (uint64_t)o;
-	return 0;
-}
-
-static int plan_free(void *ctx, uint32_t t, uint64_t off)
-{
-	return 0;
 }
 
 static unsigned nr_checked, nr_frag, nr_laid;

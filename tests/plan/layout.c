@@ -13,27 +13,11 @@
 
 #include "test.h"
 #include "plan/plan.h"
+#include "plan_offsets.h"
 
 static double byte_rate(const struct tc_plan *pl)
 {
 	return 100.0 * pl->st.hit_bytes / pl->st.read_bytes;
-}
-
-/* the executor's GPU ranges: the plan's own offsets */
-static int plan_alloc(void *ctx, uint32_t t, uint32_t op, uint64_t bytes, uint64_t *off)
-{
-	const struct tc_plan *pl = ctx;
-	int64_t o = op == UINT32_MAX ? pl->start_goff[t] : pl->op_goff[op];
-
-	if (o < 0)
-		return -EINVAL;
-	*off = (uint64_t)o;
-	return 0;
-}
-
-static int plan_free(void *ctx, uint32_t t, uint64_t off)
-{
-	return 0;
 }
 
 int main(void)
