@@ -89,6 +89,7 @@ struct result {
 	uint64_t gpu_hits, gpu_stall_ns;		/* the same on the compute's clock */
 	uint64_t link_bytes[TC_LINK_NR];		/* per measured step */
 	uint64_t planned_steps, reprofiles, replans, plan_fallbacks, planner_layouts, gpu_peak;
+	bool plan_laid_out;		/* the plan running at the end was the planner's layout */
 	uint64_t exec_plan_gpu;		/* the GPU bytes the cache's plan was made for */
 	double exec_plan_hit;		/* that plan's hit rate */
 	double exec_plan_hit_bytes;	/* of the bytes read */
@@ -991,6 +992,7 @@ static int run_policy(struct tencache *tc, const struct opts *o, const struct tc
 	r->replans = s1.replans;
 	r->plan_fallbacks = s1.plan_fallbacks;
 	r->planner_layouts = s1.planner_layouts;
+	r->plan_laid_out = s1.plan_laid_out;
 	r->gpu_peak = s1.gpu_bytes_peak;
 	r->exec_plan_gpu = s1.plan_gpu_bytes;
 	memcpy(r->link_bw, s1.link_bw, sizeof(r->link_bw));
@@ -1572,6 +1574,8 @@ int bench_replay(int argc, char **argv)
 		pol_deadline_ns = deadline_ns && t0 < deadline_ns ?
 				  t0 + (deadline_ns - t0) / left : deadline_ns;
 		plan_cfg(&cp, bw, policies[i].tp, o.gen.opt_overlap, &pcfg);
+		if (o.layout && policies[i].tp == TC_POLICY_OURS)
+			pcfg.flags |= TC_PLAN_LAYOUT;	/* what the cache runs then */
 		t0 = now_ns();
 		if (deadline_ns && t0 > deadline_ns) {
 			fprintf(stderr, "  %-9s skipped: time limit (--time-limit)\n", pol_label(i));
@@ -1598,7 +1602,7 @@ int bench_replay(int argc, char **argv)
 				 TENCACHE_POLICY_OURS, r);
 		if (ret)
 			any_fail = true;
-		if (r->planner_layouts && !r->plan_fallbacks && policies[i].tp == TC_POLICY_OURS) {
+		if (r->plan_laid_out && !(pcfg.flags & TC_PLAN_LAYOUT)) {
 			/* the cache ran ours laid out by the planner: model that */
 			plan_cfg(&cp, bw, TC_POLICY_OURS, o.gen.opt_overlap, &pcfg);
 			pcfg.flags |= TC_PLAN_LAYOUT;

@@ -1303,6 +1303,14 @@ int tc_exec_copy_sync(struct tencache_cache *c, uint32_t id, int dir)
 	return ret ?: xev_sync(c, &t->ready);
 }
 
+/* Every GPU resident not held goes (written back first where it is the
+ * only copy): on demand after a laid-out plan, whose residents sit where
+ * the planner put them, allocations start from a compact arena. */
+int tc_exec_od_clear_gpu(struct tencache_cache *c)
+{
+	return od_make_room_gpu(c, UINT64_MAX);
+}
+
 int tc_exec_od_to_pinned(struct tencache_cache *c, uint32_t id)
 {
 	return od_to_pinned(c, id);

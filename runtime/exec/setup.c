@@ -871,12 +871,16 @@ static int plan_laid_out(struct tencache_cache *c, const struct tc_plan_cfg *cfg
 	char err[256];
 	int ret;
 
+	lc.policy = TC_POLICY_OURS;	/* cfg may be the ZeRO-like fallback's */
 	lc.gpu_bytes = c->p.gpu_budget;
 	lc.gpu_cap = NULL;
 	lc.flags |= TC_PLAN_LAYOUT;
 	ret = tc_plan_build(&c->trace, &lc, lp);
-	if (ret)
+	if (ret) {
+		tc_info(c->tc, "cache: no plan laid out by the planner: %s", ret == -ENOSPC ?
+			"an op found no window, or the pinned or NVMe budget is short" : strerror(-ret));
 		return ret == -ENOMEM ? ret : 0;
+	}
 	ret = tc_plan_check(&c->trace, &lc, lp, err, sizeof(err));
 	if (ret) {
 		tc_plan_free(lp);
@@ -886,6 +890,23 @@ static int plan_laid_out(struct tencache_cache *c, const struct tc_plan_cfg *cfg
 		return ret == -ENOMEM ? ret : 0;
 	}
 	return 1;
+}
+
+/* The timing model of c's plan at the offsets its static layout gave it
+ * (plan_place), as the laid-out plan's is at its own: a copy into a range
+ * waits for what was there. Without a static layout, the planner's. */
+static uint64_t own_sim_ns(struct tencache_cache *c, const struct tc_plan_cfg *cfg)
+{
+	struct tc_plan p = c->plan;
+	struct tc_sim_result sr;
+
+	if (!c->op_goff || !c->start_goff)
+		return c->plan.st.sim_step_ns;
+	p.op_goff = c->op_goff;
+	p.start_goff = c->start_goff;
+	if (tc_sim_run(&c->trace, cfg, &p, 3, &sr))
+		return c->plan.st.sim_step_ns;
+	return sr.step_ns;
 }
 
 /* Runs the laid-out plan lp instead of c's (if any); 0 or -ENOMEM. */
@@ -1011,7 +1032,7 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 	/* the laid-out plan runs unless the other is ours and the timing
 	 * model finds it faster (TENCACHE_CACHE_LAYOUT: it runs anyway) */
 	if (laid) {
-		uint64_t lay_ns = lp.st.sim_step_ns, own_ns = ret ? 0 : c->plan.st.sim_step_ns;
+		uint64_t lay_ns = lp.st.sim_step_ns, own_ns = ret ? 0 : own_sim_ns(c, &cfg);
 
 		if (ret || cfg.policy != TC_POLICY_OURS || !own_ns || lay_ns <= own_ns ||
 		    (c->p.flags & TENCACHE_CACHE_LAYOUT)) {
@@ -1245,6 +1266,11 @@ static int plan_stop(struct tencache_cache *c)
 {
 	int ret = tc_exec_quiesce(c);
 
+	/* the rest of the step runs on demand: not among the laid-out
+	 * plan's residents, which split the arena where it put them */
+	if (!ret && c->laid_out && c->garena)
+		ret = tc_exec_od_clear_gpu(c);
+	c->laid_out = 0;
 	c->planned = 0;
 	c->skip_learn = 1;
 	tc_trace_free(&c->rec);
