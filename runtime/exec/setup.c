@@ -1339,6 +1339,12 @@ int tc_exec_flush(struct tencache_cache *c)
 {
 	int ret = tc_exec_quiesce(c);
 
+	/* as between steps (tencache_tensor_host): pinned room from any
+	 * value, since the next step loads the plan's start state again. A
+	 * plan that ends with more of the step's values on the GPU alone than
+	 * its pinned room holds (on the H200, the NVMe tier's laid-out plan)
+	 * failed here with -ENOMEM */
+	c->any_room = 1;
 	for (uint32_t i = 0; i < c->nr && !ret; i++) {
 		struct tc_tstate *t = &c->t[i];
 
@@ -1349,6 +1355,7 @@ int tc_exec_flush(struct tencache_cache *c)
 			t->valid |= TC_V_NVME;
 		}
 	}
+	c->any_room = 0;
 	c->reload = 1;
 	return ret;
 }
