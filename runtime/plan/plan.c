@@ -359,6 +359,26 @@ static inline uint64_t cap_at(uint64_t cap, const uint64_t *capv, uint64_t sub, 
 	return c < cap ? c : cap;
 }
 
+/* Evicts the residents seg[first .. end) at request r (the list itself is
+ * left to the caller). */
+static int lay_evict(struct lay *L, uint32_t first, uint32_t end, int64_t r,
+		     const uint64_t *bytes, struct cstate *s, struct cout *o, uint64_t *used)
+{
+	for (uint32_t k = first; k < end; k++) {
+		uint32_t v = L->seg[k].t;
+		int ret = push_victim(o, (struct victim){ .t = v, .wb = s->dirty[v] && s->live[v],
+							  .last = s->last[v], .off = L->seg[k].off });
+
+		if (ret)
+			return ret;
+		s->resident[v] = s->dirty[v] = 0;
+		s->evict_at[v] = r;
+		s->goff[v] = -1;
+		*used -= bytes[v];
+	}
+	return 0;
+}
+
 /*
  * An op whose tensors found no window one by one (the ones it holds split
  * the room): at its first request, its residents leave and one window
@@ -376,40 +396,27 @@ static int lay_op_window(const struct creq *rq, uint32_t r, uint32_t n, const ui
 	int ret;
 
 	for (uint32_t k = r; k < n && k <= q->end; k++) {
-		uint32_t t = rq[k].t;
+		uint32_t t = rq[k].t, at;
 
 		if (rq[k].group != q->group || !(rq[k].f & RQ_RES))
 			continue;
 		need += L->len[t];
 		if (!s->resident[t])
 			continue;
-		ret = push_victim(o, (struct victim){ .t = t, .wb = s->dirty[t] && s->live[t],
-						     .last = s->last[t], .off = s->goff[t] });
+		at = seg_after(L, s->goff[t]);
+		ret = lay_evict(L, at, at + 1, r, bytes, s, o, used);
 		if (ret)
 			return ret;
-		lay_remove(L, seg_after(L, s->goff[t]));
-		s->resident[t] = s->dirty[t] = 0;
-		s->evict_at[t] = r;
-		s->goff[t] = -1;
-		*used -= bytes[t];
+		lay_remove(L, at);
 	}
 	w = lay_pick(s, L, need, r, NULL, &first, &end);
 	if (w < 0) {
 		L->failed = q->group;
 		return -ENOSPC;
 	}
-	for (uint32_t k = first; k < end; k++) {
-		uint32_t v = L->seg[k].t;
-
-		ret = push_victim(o, (struct victim){ .t = v, .wb = s->dirty[v] && s->live[v],
-						     .last = s->last[v], .off = L->seg[k].off });
-		if (ret)
-			return ret;
-		s->resident[v] = s->dirty[v] = 0;
-		s->evict_at[v] = r;
-		s->goff[v] = -1;
-		*used -= bytes[v];
-	}
+	ret = lay_evict(L, first, end, r, bytes, s, o, used);
+	if (ret)
+		return ret;
 	memmove(&L->seg[first], &L->seg[end], (L->nseg - end) * sizeof(*L->seg));
 	L->nseg -= end - first;
 	L->group = q->group;
@@ -486,19 +493,9 @@ static int cache_step(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 					L->failed = q->group;
 					return -ENOSPC;
 				}
-				for (uint32_t k = first; k < end; k++) {
-					uint32_t v = L->seg[k].t;
-
-					ret = push_victim(o, (struct victim){
-						.t = v, .wb = s->dirty[v] && s->live[v],
-						.last = s->last[v], .off = L->seg[k].off });
-					if (ret)
-						return ret;
-					s->resident[v] = s->dirty[v] = 0;
-					s->evict_at[v] = r;
-					s->goff[v] = -1;
-					*used -= bytes[v];
-				}
+				ret = lay_evict(L, first, end, r, bytes, s, o, used);
+				if (ret)
+					return ret;
 				/* the window replaces its residents in the list */
 				memmove(&L->seg[first + 1], &L->seg[end],
 					(L->nseg - end) * sizeof(*L->seg));
@@ -1022,6 +1019,45 @@ static int fr_prev(const struct cout *o, const struct creq *rq, uint32_t n, uint
 	return ret;
 }
 
+/* The layout's state for the GPU level of tr (lay_free undoes it). */
+static int lay_init(struct lay *L, const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
+		    const struct tinfo *ti)
+{
+	uint32_t n = ti->n;
+
+	L->B = cfg->gpu_bytes;
+	L->len = malloc((ti->nt ? ti->nt : 1) * sizeof(*L->len));
+	L->seg = malloc((ti->nt + 1) * sizeof(*L->seg));
+	L->cand = malloc((4 * (size_t)ti->nt + 2) * sizeof(*L->cand));
+	L->contig = calloc(ti->nops ? ti->nops : 1, 1);
+	L->tpos = malloc((2 * (size_t)n + 1) * sizeof(*L->tpos));
+	if (!L->len || !L->seg || !L->cand || !L->contig || !L->tpos)
+		return -ENOMEM;
+	for (uint32_t t = 0; t < ti->nt; t++)
+		L->len[t] = (ti->bytes[t] + TC_PLAN_ALIGN - 1) / TC_PLAN_ALIGN * TC_PLAN_ALIGN;
+	L->n = n;
+	L->ns_per_byte = 1e9 / cfg->bw[TC_LINK_H2D];
+	/* the GPU's time (host ops too, unless they run detached) */
+	L->tpos[0] = 0;
+	for (uint32_t p = 0; p < 2 * n; p++) {
+		const struct tc_access *a = &tr->acc[p % n];
+		bool gpu_time = (a->flags & TC_ACC_END) &&
+				(!(a->flags & TC_ACC_HOST) || !(cfg->flags & TC_PLAN_HOST_ASYNC));
+
+		L->tpos[p + 1] = L->tpos[p] + (gpu_time ? (int64_t)a->compute_ns : 0);
+	}
+	return 0;
+}
+
+static void lay_free(struct lay *L)
+{
+	free(L->len);
+	free(L->seg);
+	free(L->cand);
+	free(L->contig);
+	free(L->tpos);
+}
+
 static int gpu_level_cache(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 			   const struct tinfo *ti, struct gops *g, uint8_t *hit,
 			   uint8_t *start, int64_t *start_goff, struct tc_plan_stats *st)
@@ -1061,33 +1097,9 @@ static int gpu_level_cache(const struct tc_trace *tr, const struct tc_plan_cfg *
 		}
 	if (cfg->flags & TC_PLAN_LAYOUT) {
 		L = &lay;
-		lay.B = cfg->gpu_bytes;
-		lay.len = malloc((ti->nt ? ti->nt : 1) * sizeof(*lay.len));
-		lay.seg = malloc((ti->nt + 1) * sizeof(*lay.seg));
-		lay.cand = malloc((4 * (size_t)ti->nt + 2) * sizeof(*lay.cand));
-		if (!lay.len || !lay.seg || !lay.cand) {
-			ret = -ENOMEM;
+		ret = lay_init(L, tr, cfg, ti);
+		if (ret)
 			goto out;
-		}
-		for (uint32_t t = 0; t < ti->nt; t++)
-			lay.len[t] = (ti->bytes[t] + TC_PLAN_ALIGN - 1) / TC_PLAN_ALIGN * TC_PLAN_ALIGN;
-		lay.contig = calloc(ti->nops ? ti->nops : 1, 1);
-		lay.tpos = malloc((2 * (size_t)n + 1) * sizeof(*lay.tpos));
-		if (!lay.contig || !lay.tpos) {
-			ret = -ENOMEM;
-			goto out;
-		}
-		lay.n = n;
-		lay.ns_per_byte = 1e9 / cfg->bw[TC_LINK_H2D];
-		/* the GPU's time (host ops too, unless they run detached) */
-		lay.tpos[0] = 0;
-		for (uint32_t p = 0; p < 2 * n; p++) {
-			const struct tc_access *a = &tr->acc[p % n];
-			bool gpu_time = (a->flags & TC_ACC_END) &&
-					(!(a->flags & TC_ACC_HOST) || !(cfg->flags & TC_PLAN_HOST_ASYNC));
-
-			lay.tpos[p + 1] = lay.tpos[p] + (gpu_time ? (int64_t)a->compute_ns : 0);
-		}
 	}
 	/* laid out, an op whose tensors found no window each (the ones it
 	 * holds split the room) takes one window for all its misses, and the
@@ -1224,11 +1236,7 @@ out:
 	free(hostw);
 	free(lastw);
 	free(keep);
-	free(lay.len);
-	free(lay.seg);
-	free(lay.cand);
-	free(lay.contig);
-	free(lay.tpos);
+	lay_free(&lay);
 	free(fr.v);
 	return ret;
 }
