@@ -1273,12 +1273,13 @@ static int plan_stop(struct tencache_cache *c)
 {
 	int ret = tc_exec_quiesce(c);
 
+	c->planned = 0;
 	/* the rest of the step runs on demand: not among the laid-out
-	 * plan's residents, which split the arena where it put them */
+	 * plan's residents, which split the arena where it put them (after
+	 * planned = 0: their pinned room comes from any value, on demand) */
 	if (!ret && c->laid_out && c->garena)
 		ret = tc_exec_od_clear_gpu(c);
 	c->laid_out = 0;
-	c->planned = 0;
 	c->skip_learn = 1;
 	tc_trace_free(&c->rec);
 	tc_trace_init(&c->rec);
