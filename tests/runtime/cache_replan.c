@@ -6,7 +6,9 @@
  * cache profiles again instead, and that unplanned step gets a plain GPU
  * arena, not the plan's layout. Every value read is checked against what
  * was last written, and the bad inputs of the test hooks (this one and
- * tc_exec_test_count) are refused. */
+ * tc_exec_test_count) are refused. Each case runs with the executor's own
+ * layout and with the planner's (TENCACHE_CACHE_LAYOUT: its residents are
+ * cleared for on demand), then flushes and runs one more step. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -47,9 +49,10 @@ static int step(struct tencache_cache *c)
 	return ret ?: tencache_step_end(c);
 }
 
-static struct tencache_cache *make(struct tencache *tc, int nvme, const char *swap)
+static struct tencache_cache *make(struct tencache *tc, int nvme, const char *swap,
+				   unsigned flags)
 {
-	struct tencache_cache_params p = { .flags = TENCACHE_CACHE_HOST_MODE,
+	struct tencache_cache_params p = { .flags = TENCACHE_CACHE_HOST_MODE | flags,
 					   .policy = TENCACHE_POLICY_OURS };
 	struct tencache_cache *c = NULL;
 	uint64_t total = 0;
@@ -77,10 +80,11 @@ static struct tencache_cache *make(struct tencache *tc, int nvme, const char *sw
  * The first 8 re-plan (1/16 more room each, up to half the budget); a
  * ninth would pass half, and profiles again.
  */
-static void run(struct tencache *tc, int gpu, int nvme, unsigned fails, const char *swap)
+static void run(struct tencache *tc, int gpu, int nvme, unsigned fails, const char *swap,
+		unsigned flags)
 {
 	struct tencache_cache_stats st;
-	struct tencache_cache *c = make(tc, nvme, swap);
+	struct tencache_cache *c = make(tc, nvme, swap, flags);
 	unsigned replans = fails < 8 ? fails : 8, reprofiles = fails > 8;
 	unsigned s = 0;
 
@@ -102,13 +106,19 @@ static void run(struct tencache *tc, int gpu, int nvme, unsigned fails, const ch
 		if (reprofiles && k == 0)
 			T_EQ(c->garena_shaped, 0);
 	}
+	/* every value home again, the plan loaded (pinned room from any value) */
+	T_EQ(tencache_cache_flush(c), 0);
+	T_EQ(step(c), 0);
+	s++;
 	T_EQ(tencache_cache_stats(c, &st, sizeof(st)), 0);
+	if (flags & TENCACHE_CACHE_LAYOUT)
+		T_CHECK(st.planner_layouts > 0, "the laid-out plan never ran");
 	T_EQ(st.replans, replans);
 	T_EQ(st.reprofiles, reprofiles);
 	/* the failing steps end unplanned, and so does the re-profiled one */
 	T_EQ(st.planned_steps, s - 1 - fails - reprofiles);
-	printf("gpu %d nvme %d fails %u: %llu steps, %llu planned, %llu re-plans, %llu re-profiles\n",
-	       gpu, nvme, fails, (unsigned long long)st.steps,
+	printf("gpu %d nvme %d fails %u%s: %llu steps, %llu planned, %llu re-plans, %llu re-profiles\n",
+	       gpu, nvme, fails, (flags & TENCACHE_CACHE_LAYOUT) ? " laid out" : "", (unsigned long long)st.steps,
 	       (unsigned long long)st.planned_steps, (unsigned long long)st.replans,
 	       (unsigned long long)st.reprofiles);
 	tencache_cache_destroy(c);
@@ -149,12 +159,17 @@ int main(void)
 		T_EQ(tc_exec_test_count(c, calls, NULL), -EBUSY);
 		tencache_cache_destroy(c);	/* unwraps the counted device */
 	}
-	run(tc, 1, 0, 1, swap);		/* GPU arena: one re-plan */
-	if (t_odirect_ok(dir))		/* pinned pool with NVMe: two */
-		run(tc, 0, 1, 2, swap);
-	else
-		printf("# %s takes no O_DIRECT: the NVMe case is not run\n", dir);
-	run(tc, 1, 0, 9, swap);		/* past half the budget: profiles again */
+	for (unsigned lay = 0; lay < 2; lay++) {
+		/* the planner's layout, or the executor's own */
+		unsigned f = lay ? TENCACHE_CACHE_LAYOUT : TENCACHE_CACHE_NO_LAYOUT;
+
+		run(tc, 1, 0, 1, swap, f);	/* GPU arena: one re-plan */
+		if (t_odirect_ok(dir))		/* pinned pool with NVMe: two */
+			run(tc, 0, 1, 2, swap, f);
+		else
+			printf("# %s takes no O_DIRECT: the NVMe case is not run\n", dir);
+		run(tc, 1, 0, 9, swap, f);	/* past half the budget: profiles again */
+	}
 	unlink(swap);
 	rmdir(dir);
 	tencache_exit(tc);
