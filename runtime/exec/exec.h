@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "exec/dev.h"
+#include "grow.h"
 #include "plan/plan.h"
 
 /* tc_tstate.valid: tiers that hold the newest value */
@@ -19,27 +20,6 @@
 #define TC_V_NVME	0x4
 
 struct tc_pfree;
-
-/*
- * Room for element nr of array arr (cap elements): doubles it, from min, with
- * the new elements zeroed. 0, or -ENOMEM with the array as it was.
- */
-#define TC_GROW(arr, cap, nr, min) ({						\
-	int tc_grow_ret = 0;							\
-	if ((nr) >= (cap)) {							\
-		uint32_t tc_grow_n = (cap) ? 2 * (cap) : (min);			\
-		__typeof__(arr) tc_grow_a = realloc((arr), (size_t)tc_grow_n * sizeof(*(arr))); \
-		if (tc_grow_a) {						\
-			memset(tc_grow_a + (cap), 0,				\
-			       (size_t)(tc_grow_n - (cap)) * sizeof(*(arr)));	\
-			(arr) = tc_grow_a;					\
-			(cap) = tc_grow_n;					\
-		} else {							\
-			tc_grow_ret = -ENOMEM;					\
-		}								\
-	}									\
-	tc_grow_ret;								\
-})
 
 /*
  * An event of either domain: a device event, or a host event (dev NULL).

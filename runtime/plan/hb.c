@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "plan/plan.h"
 
 enum { CH_CPU, CH_CMP, CH_H2D, CH_D2H, CH_NR, CH_HOST = CH_NR, CH_GATED };
@@ -104,21 +105,6 @@ struct hb {
 	size_t errlen;
 };
 
-#define GROW(arr, cap, nr, min) ({						\
-	int grow_ret = 0;							\
-	if ((nr) >= (cap)) {							\
-		uint32_t grow_n = (cap) ? 2 * (cap) : (min);			\
-		void *grow_a = realloc((arr), (size_t)grow_n * sizeof(*(arr)));	\
-		if (grow_a) {							\
-			(arr) = grow_a;						\
-			(cap) = grow_n;						\
-		} else {							\
-			grow_ret = -ENOMEM;					\
-		}								\
-	}									\
-	grow_ret;								\
-})
-
 static void vmax(uint32_t *a, const uint32_t *b)
 {
 	for (int k = 0; k < CH_NR; k++)
@@ -131,7 +117,7 @@ static int new_node(struct hb *h, uint8_t chain, const uint32_t *vc, uint32_t la
 {
 	struct hnode *n;
 
-	if (GROW(h->nodes, h->cap_nodes, h->nr_nodes, 1024))
+	if (TC_GROW(h->nodes, h->cap_nodes, h->nr_nodes, 1024))
 		return -ENOMEM;
 	n = &h->nodes[h->nr_nodes];
 	memcpy(n->vc, vc, sizeof(n->vc));
@@ -139,12 +125,12 @@ static int new_node(struct hb *h, uint8_t chain, const uint32_t *vc, uint32_t la
 	n->lap = lap;
 	n->what = what;
 	if (chain == CH_HOST) {
-		if (GROW(h->sync_at, h->cap_host, h->nr_host, 256))
+		if (TC_GROW(h->sync_at, h->cap_host, h->nr_host, 256))
 			return -ENOMEM;
 		h->sync_at[h->nr_host] = 0;
 		n->seq = h->nr_host++;
 	} else if (chain == CH_GATED) {
-		if (GROW(h->gates, h->cap_gates, h->nr_gates, 64))
+		if (TC_GROW(h->gates, h->cap_gates, h->nr_gates, 64))
 			return -ENOMEM;
 		h->gates[h->nr_gates] = (struct hgate){ .host = -1 };
 		n->seq = h->nr_gates++;
@@ -226,7 +212,7 @@ static int loc_access(struct hb *h, struct hloc *l, uint32_t node, int write, co
 	}
 	if (l->nrd && l->rd[l->nrd - 1].node == node)
 		return 0;
-	if (GROW(l->rd, l->caprd, l->nrd, 4))
+	if (TC_GROW(l->rd, l->caprd, l->nrd, 4))
 		return -ENOMEM;
 	l->rd[l->nrd++] = (struct hacc){ node, 0 };
 	return 0;
@@ -250,7 +236,7 @@ static int atom_split(struct hb *h, uint64_t off, uint32_t *idx)
 		*idx = lo;
 		return 0;
 	}
-	if (GROW(h->atoms, h->cap_atoms, h->nr_atoms, 256))
+	if (TC_GROW(h->atoms, h->cap_atoms, h->nr_atoms, 256))
 		return -ENOMEM;
 	memmove(&h->atoms[lo + 2], &h->atoms[lo + 1],
 		(h->nr_atoms - lo - 1) * sizeof(*h->atoms));
@@ -527,7 +513,7 @@ static int issue_op(struct hb *h, const struct tc_hb_cfg *hc, uint32_t k, uint32
 		return ret;
 	case TC_OP_DROP:
 		if (h->goff[t] >= 0) {
-			if (GROW(h->gf, h->cap_gf, h->nr_gf, 64))
+			if (TC_GROW(h->gf, h->cap_gf, h->nr_gf, 64))
 				return -ENOMEM;
 			h->gf[h->nr_gf++] = (struct hgfree){ h->goff[t], b, k };
 			ret = hc->free(hc->ctx, t, h->goff[t]);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "plan/plan.h"
 
 #define NONE_EV INT32_MIN
@@ -116,15 +117,8 @@ static void cout_free(struct cout *o)
 
 static int push_victim(struct cout *o, struct victim v)
 {
-	if (o->nvic == o->capvic) {
-		uint32_t nc = o->capvic ? o->capvic * 2 : 256;
-		struct victim *nv = realloc(o->vic, nc * sizeof(*nv));
-
-		if (!nv)
-			return -ENOMEM;
-		o->vic = nv;
-		o->capvic = nc;
-	}
+	if (TC_GROW(o->vic, o->capvic, o->nvic, 256))
+		return -ENOMEM;
 	o->vic[o->nvic++] = v;
 	return 0;
 }
@@ -789,15 +783,8 @@ static int gops_add_cls(struct gops *g, int64_t pos, uint8_t kind, uint32_t t,
 		[TC_OP_STAGE_OUT] = CLS_OUT, [TC_OP_PDROP] = CLS_DROP,
 	};
 
-	if (g->nr == g->cap) {
-		uint32_t nc = g->cap ? g->cap * 2 : 256;
-		struct gop *nv = realloc(g->v, nc * sizeof(*nv));
-
-		if (!nv)
-			return -ENOMEM;
-		g->v = nv;
-		g->cap = nc;
-	}
+	if (TC_GROW(g->v, g->cap, g->nr, 256))
+		return -ENOMEM;
 	g->v[g->nr] = (struct gop){ .pos = pos, .need = need, .t = t, .seq = g->nr,
 				    .kind = kind, .cls = cls[kind] - (fix ? CLS_OUT : 0), .off = -1 };
 	g->nr++;
@@ -973,15 +960,8 @@ struct franges {
 
 static int fr_add(struct franges *f, uint64_t off, uint64_t len, int64_t at)
 {
-	if (f->nr == f->cap) {
-		uint32_t nc = f->cap ? f->cap * 2 : 256;
-		struct frange *nv = realloc(f->v, nc * sizeof(*nv));
-
-		if (!nv)
-			return -ENOMEM;
-		f->v = nv;
-		f->cap = nc;
-	}
+	if (TC_GROW(f->v, f->cap, f->nr, 256))
+		return -ENOMEM;
 	f->v[f->nr++] = (struct frange){ off, len, at };
 	return 0;
 }
@@ -1622,15 +1602,8 @@ struct dbuf {
 
 static int dappend(struct dbuf *d, int32_t ev)
 {
-	if (d->nr == d->cap) {
-		uint32_t nc = d->cap ? d->cap * 2 : 16;
-		int32_t *nv = realloc(d->v, nc * sizeof(*nv));
-
-		if (!nv)
-			return -ENOMEM;
-		d->v = nv;
-		d->cap = nc;
-	}
+	if (TC_GROW(d->v, d->cap, d->nr, 16))
+		return -ENOMEM;
 	d->v[d->nr++] = ev;
 	return 0;
 }

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "plan/plan.h"
 
 /* pending frees: (time, bytes), a binary min-heap on time */
@@ -28,15 +29,8 @@ static int fr_push(struct frees *h, uint64_t t, uint64_t b)
 {
 	uint32_t i;
 
-	if (h->nr == h->cap) {
-		uint32_t nc = h->cap ? h->cap * 2 : 64;
-		struct fr *nv = realloc(h->v, nc * sizeof(*nv));
-
-		if (!nv)
-			return -ENOMEM;
-		h->v = nv;
-		h->cap = nc;
-	}
+	if (TC_GROW(h->v, h->cap, h->nr, 64))
+		return -ENOMEM;
 	for (i = h->nr++; i && h->v[(i - 1) / 2].t > t; i = (i - 1) / 2)
 		h->v[i] = h->v[(i - 1) / 2];
 	h->v[i] = (struct fr){ t, b };
@@ -185,15 +179,8 @@ struct ranges {
 
 static int rg_free(struct ranges *g, uint64_t off, uint64_t len, uint64_t t)
 {
-	if (g->nr == g->cap) {
-		uint32_t nc = g->cap ? g->cap * 2 : 256;
-		struct rg *nv = realloc(g->v, nc * sizeof(*nv));
-
-		if (!nv)
-			return -ENOMEM;
-		g->v = nv;
-		g->cap = nc;
-	}
+	if (TC_GROW(g->v, g->cap, g->nr, 256))
+		return -ENOMEM;
 	g->v[g->nr++] = (struct rg){ off, off + len, t };
 	return 0;
 }
