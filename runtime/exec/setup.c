@@ -909,31 +909,21 @@ static uint64_t own_sim_ns(struct tencache_cache *c, const struct tc_plan_cfg *c
 	return sr.step_ns;
 }
 
-/* Runs the laid-out plan lp instead of c's (if any); 0 or -ENOMEM. */
-static int take_laid_out(struct tencache_cache *c, struct tc_plan *lp)
+/* Runs the laid-out plan lp instead of c's (if any): its offsets become
+ * the executor's static layout (c->op_goff, c->start_goff). */
+static void take_laid_out(struct tencache_cache *c, struct tc_plan *lp)
 {
-	int64_t *op = malloc(((size_t)lp->nr_ops + 1) * sizeof(*op));
-	int64_t *st = malloc(((size_t)c->nr + 1) * sizeof(*st));
-
-	if (!op || !st) {
-		free(op);
-		free(st);
-		tc_plan_free(lp);
-		return -ENOMEM;
-	}
-	memcpy(op, lp->op_goff, lp->nr_ops * sizeof(*op));
-	memcpy(st, lp->start_goff, c->nr * sizeof(*st));
 	if (c->plan.ops)
 		tc_plan_free(&c->plan);
 	free(c->op_goff);
 	free(c->start_goff);
+	c->op_goff = lp->op_goff;
+	c->start_goff = lp->start_goff;
+	lp->op_goff = lp->start_goff = NULL;
 	c->plan = *lp;
-	c->op_goff = op;
-	c->start_goff = st;
 	c->nr_ghist = 0;
 	c->laid_out = 1;
 	c->st.planner_layouts++;
-	return 0;
 }
 
 int tc_exec_enter_plan(struct tencache_cache *c)
@@ -1050,9 +1040,8 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 				ret ? 0.0 : 100.0 * c->plan.st.hit_bytes /
 					    (c->plan.st.read_bytes ? c->plan.st.read_bytes : 1),
 				own_ns / 1e6);
-			ret = take_laid_out(c, &lp);
-			if (ret)
-				return ret;
+			take_laid_out(c, &lp);
+			ret = 0;
 			cfg.policy = TC_POLICY_OURS;
 			cfg.gpu_bytes = plan_bytes = c->p.gpu_budget;
 		} else {
