@@ -4,7 +4,8 @@
 # at 25% with the H200 link figures: every policy gets a model row and a
 # bound, the JSON says model-only, and with --overlap ours' modelled step is
 # shorter than with the Adam after backward (a deterministic simulation, not
-# a timing). --model-only with --timeline is refused. Exit 0 pass, 1 fail.
+# a timing). --model-only with --timeline is refused, and so are --layout with
+# --no-layout. Exit 0 pass, 1 fail.
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" replay-model
 
@@ -58,4 +59,12 @@ if [ "$rc" != 2 ] || ! grep -q -- "--model-only" <<< "$out"; then
 	exit 1
 fi
 echo "--model-only --timeline refused"
+
+out=$("$BENCH" replay --model opt-6.7b --model-only --layout --no-layout 2>&1)
+rc=$?
+if [ "$rc" != 2 ] || ! grep -q -- "pick one" <<< "$out"; then
+	echo "FAIL: --layout --no-layout: exit $rc: $out"
+	exit 1
+fi
+echo "--layout --no-layout refused"
 exit 0
