@@ -271,6 +271,11 @@ static int64_t lay_pick(const struct cstate *s, const struct lay *L, uint64_t ne
 				inv += (double)L->n / (double)(d > 0 ? d : 1);
 				nk += keep && keep[v];
 			}
+			/* both only grow: already worse than the best */
+			if (best >= 0 && (nk > best_nk || (nk == best_nk && inv > best_inv))) {
+				ok = false;
+				break;
+			}
 		}
 		if (!ok)
 			continue;
