@@ -152,13 +152,18 @@ static int run_libaio(int wr, uint64_t rs, int qd, uint64_t n, int rnd)
 	uint64_t sent = 0, done = 0;
 	int slot[MAXQD], nfree = qd, i, got, ret = -1;
 
-	if (io_setup(qd, &ctx))
+	ret = io_setup(qd, &ctx);
+	if (ret) {
+		errno = -ret;
 		return -1;
+	}
+	ret = -1;
 	for (i = 0; i < qd; i++)
 		slot[i] = i;
+	/* libaio returns -errno rather than setting errno: measure() prints it */
 	while (done < n) {
 		while (nfree && sent < n) {
-			int sl = slot[--nfree];
+			int sl = slot[nfree - 1];
 
 			if (wr)
 				io_prep_pwrite(&cbs[sl], dfd, anon + sl * rs, rs, req_off(sent, rs, rnd));
@@ -166,16 +171,32 @@ static int run_libaio(int wr, uint64_t rs, int qd, uint64_t n, int rnd)
 				io_prep_pread(&cbs[sl], dfd, anon + sl * rs, rs, req_off(sent, rs, rnd));
 			cbs[sl].data = (void *)(uintptr_t)sl;
 			cbp[0] = &cbs[sl];
-			if (io_submit(ctx, 1, cbp) != 1)
+			got = io_submit(ctx, 1, cbp);
+			if (got == -EAGAIN && sent > done)
+				break;	/* the kernel's aio is short of room: reap first */
+			if (got == -EAGAIN || got == -EINTR) {
+				usleep(100);	/* nothing in flight to reap */
+				continue;
+			}
+			if (got != 1) {
+				errno = got < 0 ? -got : EIO;
 				goto out;
+			}
+			nfree--;
 			sent++;
 		}
 		got = io_getevents(ctx, 1, MAXQD, ev, NULL);
-		if (got < 0)
+		if (got == -EINTR)
+			continue;
+		if (got < 0) {
+			errno = -got;
 			goto out;
+		}
 		for (i = 0; i < got; i++) {
-			if (ev[i].res != rs)
+			if (ev[i].res != rs) {
+				errno = (long)ev[i].res < 0 ? -(long)ev[i].res : EIO;
 				goto out;
+			}
 			slot[nfree++] = (uintptr_t)ev[i].data;
 		}
 		done += got;
