@@ -132,9 +132,11 @@ static int usage(void)
 "  --gpu-adam          run Adam on the GPU instead of the host\n"
 "  --overlap           CPU Adam beside backward, as tencache.offload(overlap=True)\n"
 "                      runs it: each host op detached to a worker thread, the\n"
-"                      last layers' inside backward (how many: the timing model's\n"
-"                      best, or --overlap-layers N), the rest in forward order;\n"
-"                      the bound's compute is then max(GPU, host)\n"
+"                      ones inside backward in the order its worker takes them\n"
+"                      (the lowest queued layer first) or the last layers'\n"
+"                      (--overlap-layers N), whichever the timing model finds\n"
+"                      quicker, the rest in forward order; the bound's compute\n"
+"                      is then max(GPU, host)\n"
 "cache:\n"
 "  --gpu-budget B|P%%   GPU bytes (K/M/G suffixes, binary) or %% of the fp16/bf16\n"
 "                      params (default 25%%)\n"
@@ -553,14 +555,47 @@ static uint64_t bound_compute(const struct tc_trace *tr, bool overlap)
 	return overlap ? (gpu > hostw ? gpu : hostw) : gpu + hostw;
 }
 
-/* --overlap: how many of the last layers get their Adam inside backward.
- * --overlap-layers N, else the timing model's shortest step for ours among
- * the generator's estimate and 1/16, 2/16 .. all of the layers. Regenerates *tr. */
+/* One --overlap candidate: its trace's modelled step for ours, or
+ * UINT64_MAX where it finds no plan. */
+static int overlap_try(struct opts *o, const struct tc_model *m, const struct tc_plan_cfg *pc,
+		       uint64_t *step_ns)
+{
+	struct tc_sim_result r;
+	struct tc_trace t;
+	struct tc_plan pl;
+	int ret;
+
+	*step_ns = UINT64_MAX;
+	tc_trace_init(&t);
+	ret = tc_model_trace(m, &o->gen, &t);
+	ret = ret ?: tc_plan_build(&t, pc, &pl);
+	if (!ret) {
+		ret = tc_sim_run(&t, pc, &pl, 3, &r);
+		tc_plan_free(&pl);
+	}
+	tc_trace_free(&t);
+	if (ret == -ENOSPC || ret == -EINVAL)
+		return 0;	/* no plan this way: another may do */
+	if (!ret)
+		*step_ns = r.step_ns;
+	return ret;
+}
+
+/*
+ * --overlap: which layers get their Adam inside backward. --overlap-layers
+ * N: the last N. Else the timing model's shortest step for ours among
+ * 1/16, 2/16 .. all of the last layers (and the generator's estimate), and
+ * the order tencache.offload's worker runs them in (the lowest queued layer
+ * first, overlap.py) at a GPU backward of 1, 1.5 .. 6 x its compute per
+ * layer: the copies make backward slower than its compute where the budget
+ * is small. Regenerates *tr.
+ */
 static int pick_overlap(struct opts *o, const struct tc_model *m, const struct tc_plan_cfg *cfg,
 			struct tc_trace *tr)
 {
+	static const double pace_x[] = { 1, 1.5, 2, 2.5, 3, 4, 5, 6 };
 	struct tc_plan_cfg pc = *cfg;
-	uint64_t best_ns = UINT64_MAX;
+	uint64_t best_ns = UINT64_MAX, best_pace = 0, bwd_ns = 0, ns;
 	int32_t best = -1;
 	int ret;
 
@@ -569,32 +604,36 @@ static int pick_overlap(struct opts *o, const struct tc_model *m, const struct t
 		best = (int32_t)(o->overlap_layers < m->layers ? o->overlap_layers : m->layers);
 	} else {
 		for (int j = -1; j <= 16; j++) {
-			struct tc_sim_result r;
-			struct tc_trace t;
-			struct tc_plan pl;
-
 			o->gen.opt_split = j < 0 ? -1 : (int32_t)(m->layers * j / 16);
 			if (j > 0 && o->gen.opt_split == (int32_t)(m->layers * (j - 1) / 16))
 				continue;
-			tc_trace_init(&t);
-			ret = tc_model_trace(m, &o->gen, &t);
-			ret = ret ?: tc_plan_build(&t, &pc, &pl);
-			if (!ret) {
-				ret = tc_sim_run(&t, &pc, &pl, 3, &r);
-				tc_plan_free(&pl);
-			}
-			tc_trace_free(&t);
-			if (ret == -ENOSPC || ret == -EINVAL)
-				continue;	/* no plan at this split: another may do */
+			ret = overlap_try(o, m, &pc, &ns);
 			if (ret)
 				return ret;
-			if (r.step_ns < best_ns) {
-				best_ns = r.step_ns;
+			if (ns < best_ns) {
+				best_ns = ns;
 				best = o->gen.opt_split;
+			}
+		}
+		/* the GPU's backward compute per layer, from the trace at hand */
+		for (uint32_t i = 0; i < tr->nr_acc; i++)
+			if (tr->acc[i].phase == TC_PHASE_BWD && (tr->acc[i].flags & TC_ACC_END) &&
+			    !(tr->acc[i].flags & TC_ACC_HOST))
+				bwd_ns += tr->acc[i].compute_ns;
+		bwd_ns /= m->layers;
+		for (unsigned k = 0; bwd_ns && k < sizeof(pace_x) / sizeof(pace_x[0]); k++) {
+			o->gen.opt_pace_ns = (uint64_t)(bwd_ns * pace_x[k]);
+			ret = overlap_try(o, m, &pc, &ns);
+			if (ret)
+				return ret;
+			if (ns < best_ns) {
+				best_ns = ns;
+				best_pace = o->gen.opt_pace_ns;
 			}
 		}
 	}
 	o->gen.opt_split = best;
+	o->gen.opt_pace_ns = best_pace;
 	tc_trace_free(tr);
 	tc_trace_init(tr);
 	ret = tc_model_trace(m, &o->gen, tr);
@@ -612,8 +651,15 @@ static int pick_overlap(struct opts *o, const struct tc_model *m, const struct t
 				in += i < last_bwd;
 			}
 		printf("  overlap: CPU Adam detached to a worker thread, %u of its %u ops inside "
-		       "backward (%s)\n", in, all, o->have_overlap_layers ? "--overlap-layers" :
-		       best < 0 ? "the generator's estimate" : "the timing model's shortest step");
+		       "backward (", in, all);
+		if (o->have_overlap_layers)
+			printf("--overlap-layers)\n");
+		else if (best_pace)
+			printf("the timing model's shortest step: the worker's order, lowest queued "
+			       "layer first, at a backward of %.1f ms per layer)\n", best_pace / 1e6);
+		else
+			printf("%s: the last layers')\n", best < 0 ? "the generator's estimate" :
+			       "the timing model's shortest step");
 	}
 	return 0;
 }
@@ -1166,7 +1212,9 @@ static cJSON *result_json(int argc, char **argv, const struct opts *o,
 	cJSON_AddNumberToObject(x, "adam_params_per_s", o->gen.adam_params_per_s);
 	cJSON_AddBoolToObject(x, "adam_on_gpu", o->gen.opt_on_gpu);
 	cJSON_AddBoolToObject(x, "overlap", o->gen.opt_overlap);
-	if (o->gen.opt_overlap)
+	if (o->gen.opt_overlap && o->gen.opt_pace_ns)	/* the worker's order */
+		cJSON_AddNumberToObject(x, "overlap_pace_ns", (double)o->gen.opt_pace_ns);
+	else if (o->gen.opt_overlap)
 		cJSON_AddNumberToObject(x, "overlap_layers", o->gen.opt_split);	/* -1: estimate */
 
 	for (uint32_t i = 0; i < tr->nr_acc; i++)

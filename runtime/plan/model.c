@@ -352,11 +352,65 @@ static void adam_op(struct gen *G, uint32_t k)
 	acc(G, p->param, TC_PHASE_OPT, h | TC_ACC_WRITE | TC_ACC_END, adam_ns(G->g, p->numel));
 }
 
+/*
+ * The order tencache.offload's worker runs the layers' Adam in (overlap.py):
+ * layer l's op is queued ADAM_LAG layers' backward after its own, and the
+ * worker, when free, takes the lowest queued layer. With the GPU's backward
+ * at pace ns per layer, the ops it starts before backward ends go in at[]
+ * in the order it runs them, each as (x + 1) * (L + 1) + l: after layer
+ * x's backward, the last one done when it starts.
+ */
+static void greedy_order(struct gen *G, const uint32_t *lp, uint32_t nl, uint32_t L,
+			 uint64_t pace, uint32_t *at, uint32_t *nat)
+{
+	uint64_t w = 0, end = (uint64_t)L * pace;
+	uint8_t *done = calloc(L, 1);
+
+	*nat = 0;
+	if (!done) {
+		G->ret = -ENOMEM;
+		return;
+	}
+	for (;;) {
+		int64_t pick = -1;
+		uint64_t next = UINT64_MAX;
+
+		/* layer l is queued at (L - l + ADAM_LAG) * pace */
+		for (uint32_t l = ADAM_LAG; l < L; l++) {
+			uint64_t q = (uint64_t)(L - l + ADAM_LAG) * pace;
+
+			if (done[l])
+				continue;
+			if (q <= w) {
+				pick = l;
+				break;
+			}
+			if (q < next)
+				next = q;
+		}
+		if (pick < 0) {
+			if (next >= end)
+				break;
+			w = next;
+			continue;
+		}
+		if (w >= end)
+			break;
+		done[pick] = 1;
+		/* at w, the last backward done is layer L - w / pace's */
+		at[(*nat)++] = (uint32_t)(L - w / pace + 1) * (L + 1) + (uint32_t)pick;
+		for (uint32_t i = 0; i < nl; i++)
+			w += adam_ns(G->g, G->p[lp[pick] + i].numel);
+	}
+	free(done);
+}
+
 int tc_model_trace(const struct tc_model *m, const struct tc_gen_cfg *g, struct tc_trace *tr)
 {
 	struct shape ls[MAX_LAYER_TENSORS], os[MAX_LAYER_TENSORS];
 	struct gen G = { .tr = tr, .g = g };
-	uint32_t nl, no, L, *act = NULL, *lp = NULL, op0, head = 0, split = 0;
+	uint32_t nl, no, L, *act = NULL, *lp = NULL, *at = NULL, nat = 0, op0, head = 0, split = 0;
+	bool greedy;
 	double tokens, layer_flops = 0, head_flops;
 	uint64_t act_bytes;
 	int ret;
@@ -399,6 +453,17 @@ int tc_model_trace(const struct tc_model *m, const struct tc_gen_cfg *g, struct 
 		goto fail;
 	/* outer params: [0] embed, [1] pos (OPT), then final norm(s), lm_head */
 	head = m->tied ? op0 : op0 + no - 1;
+
+	/* greedy (opt_pace_ns): at[l] = 1 + the layer after whose backward
+	 * layer l's Adam goes, 0 for after backward */
+	at = calloc(L + 1, sizeof(*at));
+	if (!at) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	greedy = g->opt_overlap && !g->opt_on_gpu && g->opt_pace_ns;
+	if (greedy)
+		greedy_order(&G, lp, nl, L, g->opt_pace_ns, at, &nat);
 
 	/* overlap: layers split..L-1 get their Adam op during backward: as many
 	 * as the host finishes (one at a time, each from its layer's backward
@@ -451,9 +516,13 @@ int tc_model_trace(const struct tc_model *m, const struct tc_gen_cfg *g, struct 
 		/* a layer's Adam goes ADAM_LAG layers' backward later: the
 		 * caller, which waits there for the gradients' copies, has
 		 * queued those backwards first, so the GPU goes on meanwhile */
-		for (uint32_t i = 0; l + ADAM_LAG < L && l + ADAM_LAG >= split && g->opt_overlap &&
-				     !g->opt_on_gpu && i < nl; i++)
+		for (uint32_t i = 0; !greedy && l + ADAM_LAG < L && l + ADAM_LAG >= split &&
+				     g->opt_overlap && !g->opt_on_gpu && i < nl; i++)
 			adam_op(&G, lp[l + ADAM_LAG] + i);
+		for (uint32_t k = 0; greedy && k < nat; k++)
+			if (at[k] / (L + 1) == l + 1)
+				for (uint32_t i = 0; i < nl; i++)
+					adam_op(&G, lp[at[k] % (L + 1)] + i);
 	}
 	/* embedding (and positions) gradient; the tied head's grad is accumulated here */
 	acc(&G, G.p[op0].grad, TC_PHASE_BWD, TC_ACC_WRITE, 0);
@@ -472,9 +541,16 @@ int tc_model_trace(const struct tc_model *m, const struct tc_gen_cfg *g, struct 
 		for (uint32_t i = 0; i < o1; i++)
 			adam_op(&G, op0 + i);
 		/* layers below ADAM_LAG have no backward that late to wait behind */
-		for (uint32_t l = 0; l < L && (l < split || l < ADAM_LAG); l++)
+		for (uint32_t l = 0; l < L; l++) {
+			bool in_bwd = false;
+
+			for (uint32_t k = 0; greedy && k < nat; k++)
+				in_bwd |= at[k] % (L + 1) == l;
+			if (greedy ? in_bwd : !(l < split || l < ADAM_LAG))
+				continue;
 			for (uint32_t i = 0; i < nl; i++)
 				adam_op(&G, lp[l] + i);
+		}
 		for (uint32_t i = o1; i < no; i++)
 			adam_op(&G, op0 + i);
 	}
@@ -492,5 +568,6 @@ out:
 	free(G.p);
 	free(act);
 	free(lp);
+	free(at);
 	return ret;
 }

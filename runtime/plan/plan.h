@@ -101,6 +101,11 @@ struct tc_gen_cfg {
 	 * tc_sim_run: the GPU's backward is often longer than its compute). */
 	bool opt_overlap;
 	int32_t opt_split;
+	/* > 0: instead of a split, the order tencache.offload's worker runs
+	 * them in (overlap.py): whenever it is free, the queued layer that the
+	 * next forward needs first, with the GPU's backward taking this many ns
+	 * per layer; what is left when backward ends, in forward order */
+	uint64_t opt_pace_ns;
 };
 
 /* Fills a default generator config (batch 8, seq 1024, 400 TFLOP/s, CPU Adam). */

@@ -369,8 +369,9 @@ static void gated_mutants(void)
 		}
 		tc_trace_free(&tr);
 	}
-	/* the generator's OPT-1.3B shape, CPU Adam beside backward */
-	{
+	/* the generator's OPT-1.3B shape, CPU Adam beside backward: the last
+	 * layers' Adam inside backward, then in the worker's order */
+	for (int k = 0; k < 2; k++) {
 		struct tc_gen_cfg g;
 		struct tc_plan_cfg cfg;
 		struct tc_model m;
@@ -379,6 +380,7 @@ static void gated_mutants(void)
 		tc_gen_cfg_default(&g);
 		g.batch = 2;
 		g.opt_overlap = true;
+		g.opt_pace_ns = k ? 20000000 : 0;
 		T_EQ(tc_model_builtin("opt-1.3b", &m), 0);
 		m.layers = 4;	/* a few layers: mutants cost a check each */
 		T_EQ(tc_trace_init(&tr), 0);
@@ -387,7 +389,8 @@ static void gated_mutants(void)
 		cfg.gpu_bytes = tc_trace_max_op_bytes(&tr) + tc_trace_bytes(&tr, TC_ROLE_PARAM_FP16) / 4;
 		cfg.pinned_bytes = 1ull << 40;
 		cfg.flags |= TC_PLAN_HOST_ASYNC;
-		gated_plan(&tr, &cfg, "gated: opt-1.3b overlap", &n);
+		gated_plan(&tr, &cfg, k ? "gated: opt-1.3b overlap, the worker's order" :
+			   "gated: opt-1.3b overlap", &n);
 		tc_trace_free(&tr);
 	}
 	printf("# gated mutants: %u gated fetches; host deps %u of %u, waits %u of %u found "

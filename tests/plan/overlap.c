@@ -1,6 +1,7 @@
 /* overlap.c - the optimizer beside backward in the timing model: the trace
  * generator's opt_overlap (the same accesses as the serial step, the last
- * layers' Adam ops inside backward, the rest in forward order), and
+ * layers' Adam ops inside backward, the rest in forward order; or the
+ * order tencache.offload's worker runs them in, opt_pace_ns), and
  * tc_sim_run's TC_PLAN_HOST_ASYNC host lane (host ops beside the GPU, the
  * host blocking where it needs a tensor a host op still holds). */
 #include <errno.h>
@@ -173,6 +174,96 @@ static void generator(void)
 	tc_trace_free(&none);
 }
 
+/* Whether a layer's Adam waits for after backward while a layer above it
+ * (read later in forward) had its Adam inside backward: the worker passed
+ * over it. Only parameters first read in forward count (the head's and the
+ * final norm's are read in the head's op). Also checks each op inside
+ * backward comes after its gradient's write. */
+static int passed_over(const struct tc_trace *tr, int *grad_first)
+{
+	uint32_t *first = malloc(tr->nr_tensors * sizeof(*first)), last_bwd = 0;
+	uint32_t min_in = UINT32_MAX, max_after = 0;
+	uint8_t *written = calloc(tr->nr_tensors, 1);
+
+	*grad_first = 1;
+	if (!first || !written) {
+		free(first);
+		free(written);
+		return -1;
+	}
+	for (uint32_t t = 0; t < tr->nr_tensors; t++)
+		first[t] = UINT32_MAX;
+	for (uint32_t i = 0; i < tr->nr_acc; i++) {
+		if (first[tr->acc[i].tensor] == UINT32_MAX && tr->acc[i].phase == TC_PHASE_FWD)
+			first[tr->acc[i].tensor] = i;
+		if (tr->acc[i].phase == TC_PHASE_BWD && (tr->acc[i].flags & TC_ACC_END))
+			last_bwd = i;
+	}
+	for (uint32_t i = 0; i < tr->nr_acc; i++) {
+		const struct tc_access *a = &tr->acc[i];
+
+		if (a->phase == TC_PHASE_BWD && (a->flags & TC_ACC_WRITE))
+			written[a->tensor] = 1;
+		if (!(a->flags & TC_ACC_HOST))
+			continue;
+		/* an Adam op: gradient, master, moments, then the parameter (END) */
+		if (i < last_bwd && tr->tensors[a->tensor].role == TC_ROLE_GRAD && !written[a->tensor])
+			*grad_first = 0;
+		if (!(a->flags & TC_ACC_END) || first[a->tensor] == UINT32_MAX || first[a->tensor] < 4)
+			continue;	/* not first read in forward, or the embeddings */
+		if (i < last_bwd && first[a->tensor] < min_in)
+			min_in = first[a->tensor];
+		if (i > last_bwd && first[a->tensor] > max_after)
+			max_after = first[a->tensor];
+	}
+	free(first);
+	free(written);
+	return min_in != UINT32_MAX && max_after > min_in;
+}
+
+/* The worker's order (opt_pace_ns): the serial step's accesses; each op
+ * inside backward after its gradient's write; with Adam slower than
+ * backward the worker passes over layers it takes after backward (the
+ * split cannot); the rest in forward order. */
+static void worker(void)
+{
+	struct tc_gen_cfg g;
+	struct tc_model m;
+	struct tc_trace s, o, h;
+	uint32_t before, first;
+	int grad_first;
+
+	tc_gen_cfg_default(&g);
+	g.batch = 2;
+	g.adam_params_per_s = 5e8;	/* a layer's Adam: ~100 ms, its backward: 10 ms here */
+	T_EQ(tc_model_builtin("opt-1.3b", &m), 0);
+	tc_trace_init(&s);
+	tc_trace_init(&o);
+	tc_trace_init(&h);
+	T_EQ(tc_model_trace(&m, &g, &s), 0);
+	g.opt_overlap = true;
+	g.opt_split = m.layers / 2;
+	T_EQ(tc_model_trace(&m, &g, &h), 0);
+	g.opt_pace_ns = 10 * MS;
+	T_EQ(tc_model_trace(&m, &g, &o), 0);
+	T_EQ(tc_trace_validate(&o), 0);
+	T_CHECK(same_accesses(&s, &o), "worker order: not the serial step's accesses reordered");
+	T_CHECK(forward_order(&o), "worker order: the Adam ops after backward are not in forward order");
+	host_ops(&o, &before, &first);
+	T_CHECK(before > 0 && first == s.acc[0].tensor, "worker order: %u host ops in backward, "
+		"the first after it writes tensor %u, not the embedding (%u)", before, first,
+		s.acc[0].tensor);
+	T_EQ(passed_over(&o, &grad_first), 1);
+	T_CHECK(grad_first, "worker order: an Adam op in backward before its gradient's write");
+	T_EQ(passed_over(&h, &grad_first), 0);	/* the split: the check can fail */
+	T_CHECK(grad_first, "split: an Adam op in backward before its gradient's write");
+	printf("opt-1.3b, Adam ~10x its backward: %u of the Adam ops in backward in the worker's "
+	       "order\n", before);
+	tc_trace_free(&s);
+	tc_trace_free(&o);
+	tc_trace_free(&h);
+}
+
 /* GPU op A (10 ms), host op H (30 ms), GPU op B (10 ms) on tensors of
  * their own. Serial: 50 ms a step. With the host lane H runs beside B,
  * but the host needs h again one step later: max(20, 30) = 30 ms. */
@@ -264,10 +355,64 @@ static void opt67(void)
 	tc_trace_free(&o);
 }
 
+static uint64_t model_step(const struct tc_model *m, const struct tc_gen_cfg *g,
+			   struct tc_plan_cfg *cfg, bool tenth)
+{
+	struct tc_sim_result r = { 0 };
+	struct tc_trace tr;
+	struct tc_plan pl;
+
+	tc_trace_init(&tr);
+	T_EQ(tc_model_trace(m, g, &tr), 0);
+	if (tenth) {
+		cfg->gpu_bytes = tc_trace_bytes(&tr, TC_ROLE_PARAM_FP16) / 10;
+		cfg->pinned_bytes = 2 * tc_trace_bytes(&tr, -1);
+	}
+	T_EQ(tc_plan_build(&tr, cfg, &pl), 0);
+	T_EQ(tc_sim_run(&tr, cfg, &pl, 3, &r), 0);
+	tc_plan_free(&pl);
+	tc_trace_free(&tr);
+	return r.step_ns;
+}
+
+/* OPT-6.7B at 10%, where backward waits on copies: the worker's order
+ * (at a backward of 12 ms a layer) models a shorter step than any split of
+ * 1/16 .. all of the layers: with the split the next forward walks the
+ * last layers only after the host's final update (results/h200-replay.md,
+ * session 13). */
+static void worker_vs_split(void)
+{
+	struct tc_plan_cfg cfg;
+	struct tc_gen_cfg g;
+	struct tc_model m;
+	uint64_t split = UINT64_MAX, w, ns;
+
+	tc_gen_cfg_default(&g);
+	g.batch = 2;
+	g.adam_params_per_s = 5e9;
+	g.opt_overlap = true;
+	T_EQ(tc_model_builtin("opt-6.7b", &m), 0);
+	tc_plan_cfg_default(&cfg);
+	cfg.flags |= TC_PLAN_HOST_ASYNC;
+	model_step(&m, &g, &cfg, true);
+	for (uint32_t j = 0; j <= 16; j++) {
+		g.opt_split = (int32_t)(m.layers * j / 16);
+		ns = model_step(&m, &g, &cfg, false);
+		split = ns < split ? ns : split;
+	}
+	g.opt_pace_ns = 12 * MS;
+	w = model_step(&m, &g, &cfg, false);
+	printf("opt-6.7b, 10%%: the best split's modelled step %.1f ms, the worker's order %.1f ms\n",
+	       split / 1e6, w / 1e6);
+	T_CHECK(w < split * 0.97, "worker order: %.1f ms, the best split %.1f", w / 1e6, split / 1e6);
+}
+
 int main(void)
 {
 	generator();
+	worker();
 	lane();
 	opt67();
+	worker_vs_split();
 	return t_exit();
 }

@@ -34,8 +34,10 @@ def check(cond, msg):
 
 d = json.load(open(res))
 g = d["generator"]
-check(g.get("overlap") is True and isinstance(g.get("overlap_layers"), (int, float)),
-      "generator: overlap %r, overlap_layers %r" % (g.get("overlap"), g.get("overlap_layers")))
+check(g.get("overlap") is True and (isinstance(g.get("overlap_layers"), (int, float)) or
+                                   g.get("overlap_pace_ns", 0) > 0),
+      "generator: overlap %r, overlap_layers %r, overlap_pace_ns %r" %
+      (g.get("overlap"), g.get("overlap_layers"), g.get("overlap_pace_ns")))
 tr = d["trace"]
 check(0 < tr["bound_compute_ns"] < tr["compute_ns"],
       "the bound's compute %r is not below the serial compute %r" %
