@@ -1386,6 +1386,9 @@ static int od_acquire(struct tencache_cache *c, uint32_t id, unsigned flags, voi
 	int ret;
 
 	*hit = 0;
+	ret = tc_exec_od_plain_gpu(c);	/* after a plan stopped mid-step */
+	if (ret)
+		return ret;
 	if (flags & TENCACHE_ACQ_HOST) {
 		ret = od_to_pinned(c, id);
 		/* the host rewrites the pinned copy: an H2D copy still reading it

@@ -299,6 +299,7 @@ int tc_exec_gate_flush(struct tencache_cache *c);
 void tc_exec_wait_detached(struct tencache_cache *c);
 int tc_exec_od_to_pinned(struct tencache_cache *c, uint32_t id);
 int tc_exec_od_clear_gpu(struct tencache_cache *c);
+int tc_exec_od_plain_gpu(struct tencache_cache *c);
 int tc_exec_copy_sync(struct tencache_cache *c, uint32_t id, int dir);
 int tc_exec_stage_sync(struct tencache_cache *c, uint32_t id, int write);
 int tc_exec_galloc(struct tencache_cache *c, uint32_t id);

@@ -1254,6 +1254,30 @@ int tc_exec_load_start(struct tencache_cache *c)
 	return ret ?: tc_exec_quiesce(c);
 }
 
+/*
+ * On demand after a plan stopped mid-step: not in the arena shaped for the
+ * plan's size classes, whose slabs do not fit on demand's allocations
+ * (OPT-13B at 25% on the H200 found no 200 MiB range 35 accesses after a
+ * re-plan: largest free 209674240 of 1392506880). Once nothing is held on
+ * the GPU (at the stop, or at a later acquire), the arena is cleared and a
+ * plain one takes its place.
+ */
+int tc_exec_od_plain_gpu(struct tencache_cache *c)
+{
+	struct tencache_arena_stats st;
+	int ret;
+
+	if (c->planned || !c->garena || !c->garena_shaped)
+		return 0;
+	for (uint32_t i = 0; i < c->nr; i++)
+		if (c->t[i].goff >= 0 && c->t[i].held && !c->t[i].held_host)
+			return 0;	/* in the caller's hands: not yet */
+	ret = tc_exec_od_clear_gpu(c) ?: tencache_arena_stats(c->garena, &st);
+	if (!ret && !st.used)
+		ret = gpu_arena_new(c, NULL, 0);
+	return ret;
+}
+
 /* Ends planned mode mid-step: the rest of this step runs on demand, and
  * its record (from here on) is not learnt. */
 static int plan_stop(struct tencache_cache *c)
@@ -1262,21 +1286,11 @@ static int plan_stop(struct tencache_cache *c)
 
 	c->planned = 0;
 	/* the rest of the step runs on demand: not among the laid-out
-	 * plan's residents, which split the arena where it put them, nor in
-	 * the arena shaped for the plan's size classes, whose slabs do not
-	 * fit on demand's allocations (OPT-13B at 25% on the H200 found no
-	 * 200 MiB range 35 accesses later). After planned = 0: their pinned
-	 * room comes from any value, on demand. The shaped arena goes where
-	 * nothing is held on the GPU. */
-	if (!ret && (c->laid_out || c->garena_shaped) && c->garena)
+	 * plan's residents, which split the arena where it put them (after
+	 * planned = 0: their pinned room comes from any value, on demand) */
+	if (!ret && c->laid_out && c->garena)
 		ret = tc_exec_od_clear_gpu(c);
-	if (!ret && c->garena_shaped) {
-		struct tencache_arena_stats st;
-
-		ret = tencache_arena_stats(c->garena, &st);
-		if (!ret && !st.used)
-			ret = gpu_arena_new(c, NULL, 0);
-	}
+	ret = ret ?: tc_exec_od_plain_gpu(c);
 	c->laid_out = 0;
 	c->skip_learn = 1;
 	tc_trace_free(&c->rec);

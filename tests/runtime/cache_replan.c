@@ -8,7 +8,8 @@
  * was last written, and the bad inputs of the test hooks (this one and
  * tc_exec_test_count) are refused. Each case runs with the executor's own
  * layout and with the planner's (TENCACHE_CACHE_LAYOUT: its residents are
- * cleared for on demand), then flushes and runs one more step. */
+ * cleared for on demand; with either the arena shaped for the plan's size
+ * classes makes way for a plain one), then flushes and runs one more step. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +30,9 @@
 static uint64_t bytes[NT];
 static uint32_t version[NT];
 static struct t_op ops[NOPS];
+/* ops run on demand after a plan stopped, and those of them in the arena
+ * shaped for the plan's size classes */
+static unsigned od_ops, od_shaped;
 
 static int step(struct tencache_cache *c)
 {
@@ -45,6 +49,10 @@ static int step(struct tencache_cache *c)
 			return -EIO;
 		for (int k = 0; k < op->n && !ret; k++)
 			ret = tencache_release(c, op->a[k].id, NULL, 0);
+		if (!c->planned && c->skip_learn) {
+			od_ops++;
+			od_shaped += !!c->garena_shaped;
+		}
 	}
 	return ret ?: tencache_step_end(c);
 }
@@ -97,7 +105,13 @@ static void run(struct tencache *tc, int gpu, int nvme, unsigned fails, const ch
 	T_EQ(c->garena_shaped, 1);
 	for (unsigned f = 0; f < fails; f++, s++) {
 		T_EQ(tc_exec_test_fail(c, gpu, 2), 0);
+		od_ops = od_shaped = 0;
 		T_EQ(step(c), 0);
+		/* the rest of it ran on demand in a plain arena, not in the
+		 * plan's size classes: all but the op the plan stopped in,
+		 * which may hold a tensor there */
+		T_CHECK(od_ops > 1 && od_shaped <= 1, "%u ops on demand after the plan "
+			"stopped, %u of them in its shaped arena", od_ops, od_shaped);
 	}
 	/* after a re-profile: one step profiles, in a plain arena (setup.c
 	 * tc_exec_plain_gpu), then the next plans again */
