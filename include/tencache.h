@@ -478,8 +478,7 @@ enum tencache_policy {
 					    * ours also plans with every tensor at
 					    * an offset of its own in the whole
 					    * budget, and runs that plan unless the
-					    * timing model finds it slower (by 2%
-					    * where it hits more bytes) */
+					    * timing model finds it slower */
 #define TENCACHE_CACHE_LAYOUT	(1u << 5) /* ours runs the plan laid out in the
 					    * whole budget whenever there is one,
 					    * whatever the timing model says (not
