@@ -68,6 +68,7 @@ struct opts {
 	bool host, have_bw, have_batch, pol[NR_POL];
 	uint32_t overlap_layers;	/* --overlap-layers */
 	bool model_only;		/* --model-only: the timing model, no replay */
+	bool timeline_all;		/* --timeline-all: every policy's, not only ours */
 	bool verbose;			/* --verbose: the cache's info lines */
 	bool no_layout;			/* --no-layout: TENCACHE_CACHE_NO_LAYOUT */
 	bool layout;			/* --layout: TENCACHE_CACHE_LAYOUT */
@@ -164,6 +165,8 @@ static int usage(void)
 "output:\n"
 "  -o, --out PATH      JSON result\n"
 "  --timeline PATH     Perfetto (Chrome trace JSON) timeline of our policy's run\n"
+"  --timeline-all      every policy's too, each at PATH with -POLICY before its\n"
+"                      extension (timeline-lru.json)\n"
 "  --plot PATH         PNG plot (python3 + matplotlib, tools/plot_replay.py)\n"
 "  --verbose           the cache's info lines too (calibration, planning, layout)\n"
 "  --no-layout         ours leaves the GPU layout to the executor's pass, which\n"
@@ -294,9 +297,30 @@ static int parse_policies(const char *s, bool *pol)
 enum {
 	O_MODEL = 256, O_LAYERS, O_HIDDEN, O_VOCAB, O_BATCH, O_SEQ, O_TFLOPS, O_ADAM,
 	O_GPU_ADAM, O_GPU_BUDGET, O_PINNED_BUDGET, O_NVME_BUDGET, O_NVME, O_BW, O_HOST,
-	O_POLICIES, O_TABLE, O_STEPS, O_WARMUP, O_PROFILE, O_TIMELINE, O_PLOT, O_TIME_LIMIT,
+	O_POLICIES, O_TABLE, O_STEPS, O_WARMUP, O_PROFILE, O_TIMELINE, O_TIMELINE_ALL, O_PLOT, O_TIME_LIMIT,
 	O_OVERLAP, O_OVERLAP_LAYERS, O_MODEL_ONLY, O_VERBOSE, O_NO_LAYOUT, O_LAYOUT,
 };
+
+/* An output's directory must take files before hours of replay, not after. */
+static int out_dir_ok(const char *opt, const char *path)
+{
+	const char *slash = path ? strrchr(path, '/') : NULL;
+	char dir[PATH_MAX];
+
+	if (!path)
+		return 1;
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == path)
+		snprintf(dir, sizeof(dir), "/");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+	if (!access(dir, W_OK | X_OK))
+		return 1;
+	fprintf(stderr, "replay: %s %s: cannot write in %s: %s (create it, or pick another path)\n",
+		opt, path, dir, strerror(errno));
+	return 0;
+}
 
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
@@ -315,6 +339,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "policies", 1, 0, O_POLICIES }, { "table", 1, 0, O_TABLE },
 		{ "steps", 1, 0, O_STEPS }, { "warmup", 1, 0, O_WARMUP },
 		{ "profile", 1, 0, O_PROFILE }, { "timeline", 1, 0, O_TIMELINE },
+		{ "timeline-all", 0, 0, O_TIMELINE_ALL },
 		{ "plot", 1, 0, O_PLOT }, { "time-limit", 1, 0, O_TIME_LIMIT },
 		{ "out", 1, 0, 'o' }, { "help", 0, 0, 'h' },
 		{ 0 },
@@ -363,6 +388,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case O_WARMUP: bad = parse_range(optarg, 0, 100, &o->warmup); break;
 		case O_PROFILE: bad = parse_range(optarg, 1, 100, &o->profile); break;
 		case O_TIMELINE: o->timeline = optarg; break;
+		case O_TIMELINE_ALL: o->timeline_all = true; break;
 		case O_PLOT: o->plot = optarg; break;
 		case O_TIME_LIMIT: bad = parse_double(optarg, &o->time_limit); break;
 		case 'o': o->out = optarg; break;
@@ -378,6 +404,14 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	}
 	if (o->nvme_budget && !o->nvme) {
 		fprintf(stderr, "replay: --nvme-budget needs --nvme PATH\n");
+		return 2;
+	}
+	if (!out_dir_ok("-o", o->out) || !out_dir_ok("--timeline", o->timeline) ||
+	    !out_dir_ok("--plot", o->plot))
+		return 2;
+	if (o->timeline_all && !o->timeline) {
+		fprintf(stderr, "replay: --timeline-all needs --timeline PATH (ours' timeline; the "
+			"other policies' go next to it)\n");
 		return 2;
 	}
 	if (o->model_only && (o->timeline || o->table)) {
@@ -924,8 +958,31 @@ static int run_step(struct tencache_cache *c, const struct tc_trace *tr, const i
 	return ret ? fail("tencache_step_end", ret) : 0;
 }
 
+/* Where policy pi's timeline goes: --timeline's PATH for ours; with
+ * --timeline-all the others' at PATH with -POLICY before its extension.
+ * NULL: none. */
+static const char *timeline_path(const struct opts *o, unsigned pi, char *buf, size_t n)
+{
+	const char *slash, *dot;
+
+	if (!o->timeline)
+		return NULL;
+	if (policies[pi].pol == TENCACHE_POLICY_OURS)
+		return o->timeline;
+	if (!o->timeline_all)
+		return NULL;
+	slash = strrchr(o->timeline, '/');
+	dot = strrchr(o->timeline, '.');
+	if (!dot || (slash && dot < slash))
+		dot = o->timeline + strlen(o->timeline);
+	if ((size_t)snprintf(buf, n, "%.*s-%s%s", (int)(dot - o->timeline), o->timeline,
+			     pol_label(pi), dot) >= n)
+		return NULL;
+	return buf;
+}
+
 static int run_policy(struct tencache *tc, const struct opts *o, const struct tc_trace *tr,
-		      const struct tencache_cache_params *base, unsigned pi, bool timeline,
+		      const struct tencache_cache_params *base, unsigned pi, const char *timeline,
 		      struct result *r)
 {
 	struct tencache_cache_params cp = *base;
@@ -1055,12 +1112,12 @@ static int run_policy(struct tencache *tc, const struct opts *o, const struct tc
 			100.0 * s1.plan_gpu_bytes / cp.gpu_budget);
 	r->decision_ns = s1.decisions ? (double)s1.decision_ns / s1.decisions : 0;
 	if (timeline) {
-		ret = tencache_cache_timeline(c, o->timeline);
+		ret = tencache_cache_timeline(c, timeline);
 		if (ret)
-			fail(o->timeline, ret);
+			fail(timeline, ret);
 		else
 			fprintf(stderr, "  timeline of %s: %s (open in https://ui.perfetto.dev)\n",
-				name, o->timeline);
+				name, timeline);
 	}
 out:
 	worker_stop(&w);
@@ -1445,7 +1502,7 @@ int bench_replay(int argc, char **argv)
 	struct hitref hr = { 0 };
 	uint64_t p16, all, maxop, compute;
 	const char *bw_src;
-	char b1[32], b2[32], b3[32], tmp_json[64] = "";
+	char b1[32], b2[32], b3[32], tmp_json[64] = "", tl[4096];
 	bool host, any_fail = false;
 	int ret;
 
@@ -1646,8 +1703,7 @@ int bench_replay(int argc, char **argv)
 			any_fail |= r->plan_err != 0;
 			continue;
 		}
-		ret = run_policy(tc, &o, &tr, &cp, i, o.timeline && policies[i].pol ==
-				 TENCACHE_POLICY_OURS, r);
+		ret = run_policy(tc, &o, &tr, &cp, i, timeline_path(&o, i, tl, sizeof(tl)), r);
 		if (ret)
 			any_fail = true;
 		if (r->plan_laid_out && !(pcfg.flags & TC_PLAN_LAYOUT)) {

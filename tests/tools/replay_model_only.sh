@@ -5,7 +5,9 @@
 # bound, the JSON says model-only, and with --overlap ours' modelled step is
 # shorter than with the Adam after backward (a deterministic simulation, not
 # a timing). --model-only with --timeline is refused, and so are --layout with
-# --no-layout. Exit 0 pass, 1 fail.
+# --no-layout, --timeline-all without --timeline, and outputs (-o, --timeline,
+# --plot) in a directory that cannot take them, before anything runs. Exit 0
+# pass, 1 fail.
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" replay-model
 
@@ -67,4 +69,17 @@ if [ "$rc" != 2 ] || ! grep -q -- "pick one" <<< "$out"; then
 	exit 1
 fi
 echo "--layout --no-layout refused"
+
+# outputs that cannot be written are refused before anything runs
+for args in "-o $T/no-such-dir/r.json" "--timeline $T/no-such-dir/t.json" \
+	"--plot $T/no-such-dir/p.png" "--timeline-all"; do
+	# shellcheck disable=SC2086
+	out=$(timeout 20 "$BENCH" replay --host $args 2>&1)
+	rc=$?
+	if [ "$rc" != 2 ] || ! grep -qE "cannot write in|needs --timeline" <<< "$out"; then
+		echo "FAIL: replay $args: exit $rc: $out"
+		exit 1
+	fi
+done
+echo "unwritable outputs and --timeline-all without --timeline refused"
 exit 0

@@ -4,8 +4,9 @@
 # the policies evict, and checks its outputs: the JSON result parses and holds
 # every policy with sane figures (hits <= acquires, bytes moved, one time per
 # measured step; the GPU-timeline hits and stall, which in host mode equal
-# hits and stall, also per step), ours ran from a plan, and the timeline is Chrome trace-event
-# JSON with copy, compute and stall events. GOAL=belady (by hand, not in CI)
+# hits and stall, also per step), ours ran from a plan, and the timelines (ours, and with
+# --timeline-all every other policy's next to it) are Chrome trace-event JSON with copy,
+# compute and stall events. GOAL=belady (by hand, not in CI)
 # checks the issue's goal instead: ours' GPU hit rate equals the Belady optimum
 # for the budget. Exit 0 pass, 1 fail.
 set -uo pipefail
@@ -18,7 +19,7 @@ STEPS=2
 # largest op. 10 TFLOP/s gives host mode's memcpy links time to keep up.
 set -x
 "$BENCH" replay --host --layers 4 --vocab 2048 --batch 1 --tflops 10 --gpu-budget 75% \
-	--warmup 2 --steps $STEPS -o "$T/replay.json" --timeline "$T/timeline.json" \
+	--warmup 2 --steps $STEPS -o "$T/replay.json" --timeline "$T/timeline.json" --timeline-all \
 	> "$T/out.txt" 2>&1
 rc=$?
 set +x
@@ -100,16 +101,23 @@ if ours.get("ok"):
               "for the budget (the planner's own plan: %.4f)" % (hit, belady,
               ours["model"].get("hit_rate", -1)))
 
-t = json.load(open(tl))
-ev = t["traceEvents"] if isinstance(t, dict) else t
-spans = [e for e in ev if e.get("ph") == "X"]
-check(len(spans) > 0, "timeline: no events")
-check(all(isinstance(e.get("ts"), (int, float)) and e.get("dur", -1) >= 0 for e in spans),
-      "timeline: an event without ts/dur")
-cats = {e.get("cat") for e in spans}
-for c in ("H2D", "D2H", "compute"):
-    check(c in cats, "timeline: no %s events (has %s)" % (c, sorted(map(str, cats))))
-print("timeline: %d events: %s" % (len(spans), ", ".join(sorted(map(str, cats)))))
+# ours' at the path given; --timeline-all: the others' next to it
+for name, path in [("tencache", tl)] + [(n, tl[:-len(".json")] + "-" + n + ".json")
+                                        for n in want if n != "tencache"]:
+    try:
+        t = json.load(open(path))
+    except (OSError, ValueError) as e:
+        bad.append("timeline of %s: %s" % (name, e))
+        continue
+    ev = t["traceEvents"] if isinstance(t, dict) else t
+    spans = [e for e in ev if e.get("ph") == "X"]
+    check(len(spans) > 0, "timeline of %s: no events" % name)
+    check(all(isinstance(e.get("ts"), (int, float)) and e.get("dur", -1) >= 0 for e in spans),
+          "timeline of %s: an event without ts/dur" % name)
+    cats = {e.get("cat") for e in spans}
+    for c in ("H2D", "D2H", "compute"):
+        check(c in cats, "timeline of %s: no %s events (has %s)" % (name, c, sorted(map(str, cats))))
+    print("timeline of %s: %d events: %s" % (name, len(spans), ", ".join(sorted(map(str, cats)))))
 for b in bad:
     print("FAIL:", b)
 sys.exit(1 if bad else 0)

@@ -2,7 +2,7 @@
 # h200-replay.sh - the main job on the GPU test machine (as root): build, then
 # tencache-bench replay on OPT-6.7B at GPU budgets of 10, 25 and 50% of its
 # fp16 params and on OPT-13B (NVMe on) at the same budgets, and the decide
-# benchmark; stdout, JSON results, Perfetto timelines and PNG plots (when
+# benchmark; stdout, JSON results, Perfetto timelines (every policy's) and PNG plots (when
 # matplotlib is there) go to OUTDIR. Made to end within 8 minutes: each
 # replay has a --time-limit (an equal share per policy) and a hard timeout.
 #   bash tools/gpu/h200-replay.sh [OUTDIR] 2>&1 | tee OUTDIR/run.log
@@ -107,7 +107,7 @@ replay() {
 	step "replay $name ($*)"
 	# shellcheck disable=SC2086
 	timeout -k 5 $((limit + 20)) "$BENCH" replay $COMMON --time-limit "$limit" "$@" \
-		-o "$O/replay-$name.json" --timeline "$O/timeline-$name.json" \
+		-o "$O/replay-$name.json" --timeline "$O/timeline-$name.json" --timeline-all \
 		--plot "$O/replay-$name.png" 2>&1 | tee "$O/replay-$name.txt"
 	echo "replay $name: exit ${PIPESTATUS[0]} after $(($(date +%s) - T0)) s in all"
 	rm -f "$NVME"
