@@ -352,16 +352,21 @@ static void adam_op(struct gen *G, uint32_t k)
 	acc(G, p->param, TC_PHASE_OPT, h | TC_ACC_WRITE | TC_ACC_END, adam_ns(G->g, p->numel));
 }
 
+/* A layer's Adam inside backward: after which layer's backward it goes. */
+struct adam_at {
+	uint32_t after, layer;
+};
+
 /*
  * The order tencache.offload's worker runs the layers' Adam in (overlap.py):
  * layer l's op is queued ADAM_LAG layers' backward after its own, and the
  * worker, when free, takes the lowest queued layer. With the GPU's backward
  * at pace ns per layer, the ops it starts before backward ends go in at[]
- * in the order it runs them, each as (x + 1) * (L + 1) + l: after layer
- * x's backward, the last one done when it starts.
+ * in the order it runs them, each after the last layer's backward done
+ * when it starts.
  */
 static void greedy_order(struct gen *G, const uint32_t *lp, uint32_t nl, uint32_t L,
-			 uint64_t pace, uint32_t *at, uint32_t *nat)
+			 uint64_t pace, struct adam_at *at, uint32_t *nat)
 {
 	uint64_t w = 0, end = (uint64_t)L * pace;
 	uint8_t *done = calloc(L, 1);
@@ -371,7 +376,7 @@ static void greedy_order(struct gen *G, const uint32_t *lp, uint32_t nl, uint32_
 		G->ret = -ENOMEM;
 		return;
 	}
-	for (;;) {
+	while (w < end) {
 		int64_t pick = -1;
 		uint64_t next = UINT64_MAX;
 
@@ -388,17 +393,13 @@ static void greedy_order(struct gen *G, const uint32_t *lp, uint32_t nl, uint32_
 			if (q < next)
 				next = q;
 		}
-		if (pick < 0) {
-			if (next >= end)
-				break;
+		if (pick < 0) {	/* idle until the next one is queued */
 			w = next;
 			continue;
 		}
-		if (w >= end)
-			break;
 		done[pick] = 1;
-		/* at w, the last backward done is layer L - w / pace's */
-		at[(*nat)++] = (uint32_t)(L - w / pace + 1) * (L + 1) + (uint32_t)pick;
+		/* at w < end, the last backward done is layer L - w / pace's */
+		at[(*nat)++] = (struct adam_at){ (uint32_t)(L - w / pace), (uint32_t)pick };
 		for (uint32_t i = 0; i < nl; i++)
 			w += adam_ns(G->g, G->p[lp[pick] + i].numel);
 	}
@@ -409,7 +410,8 @@ int tc_model_trace(const struct tc_model *m, const struct tc_gen_cfg *g, struct 
 {
 	struct shape ls[MAX_LAYER_TENSORS], os[MAX_LAYER_TENSORS];
 	struct gen G = { .tr = tr, .g = g };
-	uint32_t nl, no, L, *act = NULL, *lp = NULL, *at = NULL, nat = 0, op0, head = 0, split = 0;
+	uint32_t nl, no, L, *act = NULL, *lp = NULL, nat = 0, op0, head = 0, split = 0;
+	struct adam_at *at = NULL;
 	bool greedy;
 	double tokens, layer_flops = 0, head_flops;
 	uint64_t act_bytes;
@@ -454,9 +456,8 @@ int tc_model_trace(const struct tc_model *m, const struct tc_gen_cfg *g, struct 
 	/* outer params: [0] embed, [1] pos (OPT), then final norm(s), lm_head */
 	head = m->tied ? op0 : op0 + no - 1;
 
-	/* greedy (opt_pace_ns): at[l] = 1 + the layer after whose backward
-	 * layer l's Adam goes, 0 for after backward */
-	at = calloc(L + 1, sizeof(*at));
+	/* opt_pace_ns: the worker's order; at[]: its ops inside backward */
+	at = calloc(L, sizeof(*at));
 	if (!at) {
 		ret = -ENOMEM;
 		goto out;
@@ -520,9 +521,8 @@ int tc_model_trace(const struct tc_model *m, const struct tc_gen_cfg *g, struct 
 				     g->opt_overlap && !g->opt_on_gpu && i < nl; i++)
 			adam_op(&G, lp[l + ADAM_LAG] + i);
 		for (uint32_t k = 0; greedy && k < nat; k++)
-			if (at[k] / (L + 1) == l + 1)
-				for (uint32_t i = 0; i < nl; i++)
-					adam_op(&G, lp[at[k] % (L + 1)] + i);
+			for (uint32_t i = 0; at[k].after == l && i < nl; i++)
+				adam_op(&G, lp[at[k].layer] + i);
 	}
 	/* embedding (and positions) gradient; the tied head's grad is accumulated here */
 	acc(&G, G.p[op0].grad, TC_PHASE_BWD, TC_ACC_WRITE, 0);
@@ -545,7 +545,7 @@ int tc_model_trace(const struct tc_model *m, const struct tc_gen_cfg *g, struct 
 			bool in_bwd = false;
 
 			for (uint32_t k = 0; greedy && k < nat; k++)
-				in_bwd |= at[k] % (L + 1) == l;
+				in_bwd |= at[k].layer == l;
 			if (greedy ? in_bwd : !(l < split || l < ADAM_LAG))
 				continue;
 			for (uint32_t i = 0; i < nl; i++)
