@@ -181,6 +181,8 @@ struct tencache_cache {
 	uint64_t sclock;		/* decision clock: acquires made */
 	struct tencache_arena *garena;
 	int garena_shaped;		/* laid out for a plan (load_start) */
+	int garena_stuck;		/* shaped, and cleared on demand with bytes
+					 * still in use: not cleared again */
 	struct tencache_pool *pool;
 	char *pbase;
 	struct tencache_arena *parena;

@@ -1158,6 +1158,7 @@ static int gpu_arena_new(struct tencache_cache *c, const struct tencache_size_co
 	tencache_arena_destroy(c->garena);
 	c->garena = a;
 	c->garena_shaped = !!hist;
+	c->garena_stuck = 0;
 	return 0;
 }
 
@@ -1267,7 +1268,7 @@ int tc_exec_od_plain_gpu(struct tencache_cache *c)
 	struct tencache_arena_stats st;
 	int ret;
 
-	if (c->planned || !c->garena || !c->garena_shaped)
+	if (c->planned || !c->garena || !c->garena_shaped || c->garena_stuck)
 		return 0;
 	for (uint32_t i = 0; i < c->nr; i++)
 		if (c->t[i].goff >= 0 && c->t[i].held && !c->t[i].held_host)
@@ -1275,6 +1276,8 @@ int tc_exec_od_plain_gpu(struct tencache_cache *c)
 	ret = tc_exec_od_clear_gpu(c) ?: tencache_arena_stats(c->garena, &st);
 	if (!ret && !st.used)
 		ret = gpu_arena_new(c, NULL, 0);
+	else if (!ret)
+		c->garena_stuck = 1;	/* not a tensor's: clearing again would not help */
 	return ret;
 }
 
