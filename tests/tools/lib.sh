@@ -9,3 +9,16 @@ T=$(mktemp -d "${2:-/tmp}/tencache-$1.XXXXXX") || exit 1
 trap 'rm -rf "$T"' EXIT
 [ -x "$BENCH" ] || { echo "no $BENCH: run make lib tools first"; exit 1; }
 command -v python3 > /dev/null || { echo "python3 is needed to check the JSON"; exit 1; }
+
+# refused PATTERN ARGS...: tencache-bench ARGS must exit 2 (bad input, before
+# any work) with a message matching the extended regex PATTERN; else FAIL, exit 1.
+refused() {
+	local pat=$1 out rc
+	shift
+	out=$(timeout 20 "$BENCH" "$@" 2>&1)
+	rc=$?
+	if [ "$rc" != 2 ] || ! grep -qE -- "$pat" <<< "$out"; then
+		echo "FAIL: tencache-bench $*: exit $rc, want 2 and a message matching '$pat': $out"
+		exit 1
+	fi
+}

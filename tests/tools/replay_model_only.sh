@@ -54,32 +54,15 @@ for b in bad:
 sys.exit(1 if bad else 0)
 PY
 
-out=$("$BENCH" replay --model opt-6.7b --model-only --timeline "$T/x.json" 2>&1)
-rc=$?
-if [ "$rc" != 2 ] || ! grep -q -- "--model-only" <<< "$out"; then
-	echo "FAIL: --model-only --timeline: exit $rc: $out"
-	exit 1
-fi
+refused "--model-only" replay --model opt-6.7b --model-only --timeline "$T/x.json"
 echo "--model-only --timeline refused"
-
-out=$("$BENCH" replay --model opt-6.7b --model-only --layout --no-layout 2>&1)
-rc=$?
-if [ "$rc" != 2 ] || ! grep -q -- "pick one" <<< "$out"; then
-	echo "FAIL: --layout --no-layout: exit $rc: $out"
-	exit 1
-fi
+refused "pick one" replay --model opt-6.7b --model-only --layout --no-layout
 echo "--layout --no-layout refused"
 
 # outputs that cannot be written are refused before anything runs
-for args in "-o $T/no-such-dir/r.json" "--timeline $T/no-such-dir/t.json" \
-	"--plot $T/no-such-dir/p.png" "--timeline-all"; do
-	# shellcheck disable=SC2086
-	out=$(timeout 20 "$BENCH" replay --host $args 2>&1)
-	rc=$?
-	if [ "$rc" != 2 ] || ! grep -qE "cannot write in|needs --timeline" <<< "$out"; then
-		echo "FAIL: replay $args: exit $rc: $out"
-		exit 1
-	fi
-done
+refused "cannot write in" replay --host -o "$T/no-such-dir/r.json"
+refused "cannot write in" replay --host --timeline "$T/no-such-dir/t.json"
+refused "cannot write in" replay --host --plot "$T/no-such-dir/p.png"
+refused "needs --timeline" replay --host --timeline-all
 echo "unwritable outputs and --timeline-all without --timeline refused"
 exit 0

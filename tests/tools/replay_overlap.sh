@@ -67,12 +67,8 @@ PY
 
 # bad input: refused with exit 2 and a message, before any work
 for args in "--overlap --gpu-adam" "--overlap-layers x" "--overlap-layers -1"; do
-	out=$("$BENCH" replay --host --layers 4 --vocab 2048 --batch 1 $args 2>&1)
-	rc=$?
-	if [ "$rc" != 2 ] || ! grep -q "overlap" <<< "$out"; then
-		echo "FAIL: replay $args: exit $rc, want 2 and a message naming the option: $out"
-		exit 1
-	fi
+	# shellcheck disable=SC2086
+	refused "overlap" replay --host --layers 4 --vocab 2048 --batch 1 $args
 done
 echo "bad --overlap options refused"
 exit 0
