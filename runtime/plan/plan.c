@@ -385,6 +385,19 @@ static int lay_evict(struct lay *L, uint32_t first, uint32_t end, int64_t r,
  * (cache_step). Costs a refetch of what was resident, so only for ops
  * that fail otherwise (L->contig).
  */
+/* The window lay_pick found (w), its residents seg[first, end) evicted;
+ * -ENOSPC where it found none (the op at hand failed: lay_op_window). */
+static int lay_take(struct lay *L, int64_t w, uint32_t group, uint32_t first, uint32_t end,
+		    int64_t r, const uint64_t *bytes, struct cstate *s, struct cout *o,
+		    uint64_t *used)
+{
+	if (w < 0) {
+		L->failed = group;
+		return -ENOSPC;
+	}
+	return lay_evict(L, first, end, r, bytes, s, o, used);
+}
+
 static int lay_op_window(const struct creq *rq, uint32_t r, uint32_t n, const uint64_t *bytes,
 			 struct lay *L, struct cstate *s, struct cout *o, uint64_t *used)
 {
@@ -409,11 +422,7 @@ static int lay_op_window(const struct creq *rq, uint32_t r, uint32_t n, const ui
 		lay_remove(L, at);
 	}
 	w = lay_pick(s, L, need, r, NULL, &first, &end);
-	if (w < 0) {
-		L->failed = q->group;
-		return -ENOSPC;
-	}
-	ret = lay_evict(L, first, end, r, bytes, s, o, used);
+	ret = lay_take(L, w, q->group, first, end, r, bytes, s, o, used);
 	if (ret)
 		return ret;
 	memmove(&L->seg[first], &L->seg[end], (L->nseg - end) * sizeof(*L->seg));
@@ -488,11 +497,7 @@ static int cache_step(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 				} else {
 					w = lay_pick(s, L, L->len[t], r, keep, &first, &end);
 				}
-				if (w < 0) {
-					L->failed = q->group;
-					return -ENOSPC;
-				}
-				ret = lay_evict(L, first, end, r, bytes, s, o, used);
+				ret = lay_take(L, w, q->group, first, end, r, bytes, s, o, used);
 				if (ret)
 					return ret;
 				/* the window replaces its residents in the list */
