@@ -30,6 +30,12 @@ static int ev_is_dev(const struct tc_xev *e)
 	return e->dev != NULL;
 }
 
+/* The device event that holds e's latest instance. */
+static void *xev_h(const struct tc_xev *e)
+{
+	return e->bev ? e->bev->dev : e->dev;
+}
+
 /* ---- memory: GPU arena, pinned pool, NVMe swap ------------------------- */
 
 static void *gptr(struct tencache_cache *c, int64_t off)
@@ -383,7 +389,7 @@ static int sorder_probe(struct tencache_cache *c, struct tc_sorder *o, uint64_t 
 		/* too recent, or re-recorded since (a newer instance) */
 		if (r->clock + SORDER_AGE > c->sclock || !r->e || r->e->gen != r->gen)
 			continue;
-		ret = c->dev->ops->query(c->dev, r->e->dev);
+		ret = c->dev->ops->query(c->dev, xev_h(r->e));
 		if (ret < 0)
 			return ret;
 		if (ret == 0) {
@@ -412,7 +418,7 @@ static int xev_sync(struct tencache_cache *c, struct tc_xev *e)
 	if (ev_is_dev(e)) {
 		if (xev_known_done(c, e))
 			return 0;
-		ret = c->dev->ops->sync(c->dev, e->dev);
+		ret = c->dev->ops->sync(c->dev, xev_h(e));
 		if (!ret)
 			sorder_done(c, e);
 		return ret;
@@ -431,6 +437,8 @@ static int xev_dev_needs_wait(const struct tc_xev *e, void *s)
 {
 	if (e->done_gen == e->gen || e->rec_s == s)
 		return 0;
+	if (e->bev && (e->bev->wait_s[0] == s || e->bev->wait_s[1] == s))
+		return 0;	/* waited for through another copy of its batch */
 	return !((e->wait_s[0] == s && e->wait_gen[0] == e->gen) ||
 		 (e->wait_s[1] == s && e->wait_gen[1] == e->gen));
 }
@@ -447,12 +455,16 @@ static int xev_dev_wait(struct tencache_cache *c, void *s, struct tc_xev *e)
 	if (xev_known_done(c, e) || !xev_dev_needs_wait(e, s))
 		return 0;
 	ret = cb_flush_s(c, s);	/* a batch before the wait goes out first */
-	ret = ret ?: c->dev->ops->stream_wait(c->dev, s, e->dev);
+	ret = ret ?: c->dev->ops->stream_wait(c->dev, s, xev_h(e));
 	if (!ret) {
 		e->wait_s[1] = e->wait_s[0];
 		e->wait_gen[1] = e->wait_gen[0];
 		e->wait_s[0] = s;
 		e->wait_gen[0] = e->gen;
+		if (e->bev) {
+			e->bev->wait_s[1] = e->bev->wait_s[0];
+			e->bev->wait_s[0] = s;
+		}
 	}
 	return ret;
 }
@@ -490,7 +502,7 @@ static int xev_done(struct tencache_cache *c, struct tc_xev *e)
 			if (ret)
 				return ret < 0 ? ret : xev_known_done(c, e);
 		}
-		ret = c->dev->ops->query(c->dev, e->dev);
+		ret = c->dev->ops->query(c->dev, xev_h(e));
 		if (e->rec_o && ret >= 0)
 			sorder_lag(&c->sorder[e->rec_o - 1], e->rec_seq, ret);
 		if (ret == 1)
@@ -509,6 +521,8 @@ static int xev_record(struct tencache_cache *c, struct tc_xev *e, void *s)
 
 	if (ret)
 		return ret;
+	tc_exec_bev_put(c, e->bev);
+	e->bev = NULL;
 	if (e->alt) {
 		void *x = e->dev;
 
@@ -814,6 +828,59 @@ static int cb_add(struct tencache_cache *c, struct tc_cbatch *b, void *s, int di
 	return 0;
 }
 
+void tc_exec_bev_put(struct tencache_cache *c, struct tc_bev *b)
+{
+	if (b && !--b->refs) {
+		b->next = c->bev_free;
+		c->bev_free = b;
+	}
+}
+
+/*
+ * The n copies just queued on s end at one record, made once: each event
+ * of ev takes it as its new instance (in stream order, as xev_record).
+ */
+static int bev_record(struct tencache_cache *c, void *s, struct tc_xev *const *ev, uint32_t n)
+{
+	struct tc_bev *b = c->bev_free;
+	int ret;
+
+	if (b) {
+		c->bev_free = b->next;
+	} else {
+		b = calloc(1, sizeof(*b));
+		if (!b)
+			return -ENOMEM;
+		ret = c->dev->ops->event_create(c->dev, 1, &b->dev);	/* timed: gprobe */
+		if (ret) {
+			free(b);
+			return ret;
+		}
+		b->all = c->bev_all;
+		c->bev_all = b;
+	}
+	ret = c->dev->ops->record(c->dev, b->dev, s);
+	if (ret) {
+		b->next = c->bev_free;
+		c->bev_free = b;
+		return ret;
+	}
+	b->wait_s[0] = b->wait_s[1] = b;	/* none: no stream is b (NULL is one) */
+	for (uint32_t i = n; i--;) {
+		struct tc_xev *e = ev[i];
+
+		tc_exec_bev_put(c, e->bev);
+		e->bev = b;
+		b->refs++;
+		e->gen++;
+		e->rec_s = s;
+		/* one place on the stream for all: one found done proves all */
+		e->rec_o = i == n - 1 ? sorder_note(c, s, e) : ev[n - 1]->rec_o;
+		e->rec_seq = ev[n - 1]->rec_seq;
+	}
+	return 0;
+}
+
 static int cb_flush(struct tencache_cache *c, struct tc_cbatch *b)
 {
 	uint32_t n = b->n;
@@ -825,9 +892,11 @@ static int cb_flush(struct tencache_cache *c, struct tc_cbatch *b)
 	if (c->copy_lag_ns)	/* test: a slow link (tc_exec_test_lag) */
 		ret = c->dev->ops->spin(c->dev, b->s, n * c->copy_lag_ns);
 	ret = ret ?: c->dev->ops->copy_batch(c->dev, b->s, b->dir, b->dst, b->src, b->len, n);
+	if (!ret && n > 1)
+		ret = bev_record(c, b->s, b->ev, n);
 	for (uint32_t i = 0; i < n; i++) {
 		b->ev[i]->cb = 0;
-		if (!ret)
+		if (!ret && n == 1)
 			ret = xev_record(c, b->ev[i], b->s);
 		if (ret)	/* not there after all: no lies */
 			c->t[b->id[i]].valid &= b->dir == TENCACHE_COPY_H2D ? ~TC_V_GPU : ~TC_V_PINNED;
@@ -968,7 +1037,8 @@ int tc_exec_gate_flush(struct tencache_cache *c)
  * a timing event on s before the acquire's first such wait (its *probe)
  * marks when the stream reached the acquire; tc_exec_gpu_resolve compares.
  */
-static int gprobe(struct tencache_cache *c, void *s, void **probe, void *copy, int fetch)
+static int gprobe(struct tencache_cache *c, void *s, void **probe, void *copy,
+		  struct tc_bev *bev, int fetch)
 {
 	int ret;
 
@@ -980,7 +1050,9 @@ static int gprobe(struct tencache_cache *c, void *s, void **probe, void *copy, i
 		if (ret)
 			return ret;
 	}
-	c->gp[c->gp_nr++] = (struct tc_gprobe){ .probe = *probe, .copy = copy,
+	if (bev)	/* its record is not reused until resolved */
+		bev->refs++;
+	c->gp[c->gp_nr++] = (struct tc_gprobe){ .probe = *probe, .copy = copy, .bev = bev,
 						.acq = c->gp_acq, .fetch = fetch };
 	return 0;
 }
@@ -1016,6 +1088,10 @@ int tc_exec_gpu_resolve(struct tencache_cache *c)
 				stall = ns;
 			if (ns && g->fetch)
 				late = 1;
+		}
+		for (uint32_t j = k; j-- && c->gp[j].acq == acq;) {
+			tc_exec_bev_put(c, c->gp[j].bev);
+			c->gp[j].bev = NULL;
 		}
 		c->st.gpu_stall_ns += stall;
 		c->last_gpu_stall += stall;
@@ -1426,7 +1502,7 @@ static int od_acquire(struct tencache_cache *c, uint32_t id, unsigned flags, voi
 
 			ret = tc_exec_timing_event(c, &end);
 			ret = ret ?: c->dev->ops->record(c->dev, end, c->h2d);
-			ret = ret ?: gprobe(c, s, &probe, end, 1);
+			ret = ret ?: gprobe(c, s, &probe, end, NULL, 1);
 		}
 		if (ret)
 			return ret;
@@ -1857,7 +1933,8 @@ static int acquire(struct tencache_cache *c, int id, unsigned flags, void *strea
 				}
 				/* pending on the CPU's clock: when on the stream's? */
 				if (gpu && ev_is_dev(e) && xev_dev_needs_wait(e, s)) {
-					ret = gprobe(c, s, &probe, e->dev, op->kind == TC_OP_FETCH);
+					ret = gprobe(c, s, &probe, xev_h(e), e->bev,
+						     op->kind == TC_OP_FETCH);
 					if (ret)
 						return ret;
 				}

@@ -27,11 +27,15 @@ struct tc_pfree;
  * per record) known complete, the stream it was recorded on (a wait there
  * is in order anyway) and the last streams that waited for an instance.
  * Copy events of a plan are timing events used in turns (dev, alt): the
- * GPU-timeline measure reads one at step end, after the next record.
+ * GPU-timeline measure reads one at step end, after the next record. The
+ * copies of a batch share one record (bev): their latest instance is that.
  */
+struct tc_bev;
+
 struct tc_xev {
 	void *dev;
 	void *alt;			/* the other half of a pair, or NULL */
+	struct tc_bev *bev;		/* latest instance: a batch's record, or NULL */
 	struct tc_hev h;
 	struct tc_pfree *pending;	/* a deferred free not yet made */
 	uint32_t gen, done_gen;		/* records made; the newest known done */
@@ -43,6 +47,21 @@ struct tc_xev {
 	uint8_t gate;			/* its copy waits for a host op (tc_gated) */
 	void *wait_s[2];		/* streams that waited ... */
 	uint32_t wait_gen[2];		/* ... for these instances */
+};
+
+/*
+ * One device-event record made for all the copies of a batch (a record
+ * costs about as much as a copy call on a GPU): the events of its copies
+ * name it as their latest instance. Back on the free list, to be recorded
+ * again, only once nothing names it (refs: events and GPU-timeline probes),
+ * so no wait or query ever meets a later instance than it asked for.
+ */
+struct tc_bev {
+	void *dev;
+	uint32_t refs;
+	void *wait_s[2];		/* the last streams that waited for it */
+	struct tc_bev *next;		/* on the free list */
+	struct tc_bev *all;		/* every one made, to destroy them */
 };
 
 /*
@@ -88,6 +107,7 @@ struct tc_sorder {
  * acquire (probe) against the copy's end, read at step end. */
 struct tc_gprobe {
 	void *probe, *copy;
+	struct tc_bev *bev;		/* copy's, held until resolved; or NULL */
 	uint32_t acq;			/* the acquire's number in the step */
 	uint8_t fetch;			/* a FETCH: decides the hit */
 	uint8_t cand;			/* the acquire is a hit unless a FETCH was late */
@@ -271,6 +291,7 @@ struct tencache_cache {
 	/* copy batches (H2D, D2H), filled inside issue_at only */
 	struct tc_cbatch cb[2];
 	int cb_on, cb_err;
+	struct tc_bev *bev_free, *bev_all;	/* their shared records */
 	int batch_off;		/* single copies cost less here (batch_probe) */
 
 	/* timeline of the last step */
@@ -295,6 +316,8 @@ struct tencache_cache {
 
 /* cache.c */
 int tc_exec_complete_deferred(struct tencache_cache *c, struct tc_xev *e);
+/* Drop a reference to a batch's shared record (NULL: none). */
+void tc_exec_bev_put(struct tencache_cache *c, struct tc_bev *b);
 int tc_exec_quiesce(struct tencache_cache *c);
 int tc_exec_drain(struct tencache_cache *c);
 int tc_exec_gate_flush(struct tencache_cache *c);

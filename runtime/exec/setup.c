@@ -29,6 +29,8 @@ static int xev_init(struct tencache_cache *c, struct tc_xev *e, int dev, int pai
 
 static void xev_fini(struct tencache_cache *c, struct tc_xev *e)
 {
+	tc_exec_bev_put(c, e->bev);
+	e->bev = NULL;
 	if (e->dev)
 		c->dev->ops->event_destroy(c->dev, e->dev);
 	if (e->alt)
@@ -1394,6 +1396,15 @@ void tencache_cache_destroy(struct tencache_cache *c)
 		for (uint32_t i = 0; i < c->nr; i++)
 			xev_fini(c, &c->t[i].ready);
 		tc_exec_timeline_free(c);
+		for (uint32_t k = 0; k < c->gp_nr; k++)
+			tc_exec_bev_put(c, c->gp[k].bev);
+		while (c->bev_all) {
+			struct tc_bev *b = c->bev_all;
+
+			c->bev_all = b->all;
+			c->dev->ops->event_destroy(c->dev, b->dev);
+			free(b);
+		}
 		free(c->gp);
 		free(c->gq);
 		for (int i = 0; i < 2; i++) {
