@@ -464,13 +464,14 @@ enum tencache_policy {
 					    * thread makes them (on the H200 the
 					    * thread cost more caller CPU per
 					    * decision: results/h200-replay.md) */
-#define TENCACHE_CACHE_NO_BATCH	(1u << 3) /* one device call per copy. Default:
-					    * the copies a plan issues together on
-					    * one stream go out as one batch (CUDA:
-					    * cuMemcpyBatchAsync_v2, where the
-					    * driver has it and it costs less CPU
-					    * per copy than single copies, timed
-					    * at cache creation) */
+#define TENCACHE_CACHE_NO_BATCH	(1u << 3) /* one device call and one event
+					    * record per copy. Default: the copies
+					    * a plan issues together on one stream
+					    * share one event record, and go out
+					    * as one batch (CUDA:
+					    * cuMemcpyBatchAsync_v2) or one by
+					    * one, whichever has lately cost less
+					    * CPU per copy */
 #define TENCACHE_CACHE_NO_LAYOUT (1u << 4) /* ours' plan leaves the GPU arena's
 					    * layout to the executor, which plans
 					    * for less than gpu_budget where its

@@ -292,7 +292,8 @@ struct tencache_cache {
 	struct tc_cbatch cb[2];
 	int cb_on, cb_err;
 	struct tc_bev *bev_free, *bev_all;	/* their shared records */
-	int batch_off;		/* single copies cost less here (batch_probe) */
+	uint64_t cb_ns[2];	/* CPU ns per copy: batched, one by one (cb_copy) */
+	uint64_t cb_runs;
 
 	/* timeline of the last step */
 	int timeline_on;

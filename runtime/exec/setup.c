@@ -132,52 +132,6 @@ static int calibrate(struct tencache_cache *c, uint64_t pool_bytes)
 	return ret;
 }
 
-/*
- * Whether the copies a plan issues together go out as one batch: CUDA's
- * batch call costs more per copy than single copies on some drivers (the
- * H200's CUDA 13 driver: results/h200-replay.md), so time both ways on the
- * caller's thread, batches of 4 as the plans issue them, and keep the
- * cheaper. Host mode always batches (one queue lock per batch).
- */
-static int batch_probe(struct tencache_cache *c, uint64_t pool_bytes)
-{
-	enum { N = 32, B = 4, ROUNDS = 3, SZ = 4096 };
-	uint64_t one = UINT64_MAX, bat = UINT64_MAX, len[N], t0;
-	void *dst[N], *src[N];
-	int ret = 0;
-
-	if (c->host_mode || !c->dev->ops->copy_batch || c->timeline_on ||
-	    (c->p.flags & (TENCACHE_CACHE_NO_BATCH | TENCACHE_CACHE_ISSUER)) ||
-	    pool_bytes < N * SZ || c->dev->bytes < N * SZ)
-		return 0;
-	for (int i = 0; i < N; i++) {
-		dst[i] = (char *)c->dev->base + i * SZ;
-		src[i] = c->pbase + i * SZ;
-		len[i] = SZ;
-	}
-	for (int r = 0; r < ROUNDS && !ret; r++) {
-		t0 = tc_now_ns();
-		for (int i = 0; i < N && !ret; i++)
-			ret = c->dev->ops->copy(c->dev, c->h2d, TENCACHE_COPY_H2D, dst[i], src[i], SZ);
-		if (tc_now_ns() - t0 < one)
-			one = tc_now_ns() - t0;
-		t0 = tc_now_ns();
-		for (int i = 0; i < N && !ret; i += B)
-			ret = c->dev->ops->copy_batch(c->dev, c->h2d, TENCACHE_COPY_H2D, dst + i,
-						      (const void *const *)src + i, len + i, B);
-		if (tc_now_ns() - t0 < bat)
-			bat = tc_now_ns() - t0;
-		ret = ret ?: c->dev->ops->record(c->dev, c->step_ev, c->h2d);
-		ret = ret ?: c->dev->ops->sync(c->dev, c->step_ev);
-	}
-	if (ret)
-		return ret;
-	c->batch_off = one < bat;
-	tc_info(c->tc, "cache: copies planned together go out %s (CPU per copy: %.0f ns batched, %.0f ns one by one)",
-		c->batch_off ? "one by one" : "as one batch", (double)bat / N, (double)one / N);
-	return 0;
-}
-
 /* The signature of the registered tensors (table_file.h). */
 static int tensors_signature(struct tencache_cache *c, uint64_t *sig)
 {
@@ -311,7 +265,6 @@ int tc_exec_freeze(struct tencache_cache *c)
 	if (ret)
 		goto fail;
 	ret = calibrate(c, pool_bytes);
-	ret = ret ?: batch_probe(c, pool_bytes);
 	if (ret)
 		goto fail;
 	for (uint32_t i = 0; i < c->nr && !ret; i++)
