@@ -1760,6 +1760,12 @@ int tencache_step_begin(struct tencache_cache *c)
 	c->nprof = 0;
 	tc_exec_timeline_step(c);
 	if (!c->planned) {
+		pthread_mutex_lock(&c->dlock);	/* a new profile: its own host ops */
+		c->prof_gen++;
+		c->det_ns_n = 0;
+		if (c->det_ns)
+			memset(c->det_ns, 0, c->det_ns_cap * sizeof(*c->det_ns));
+		pthread_mutex_unlock(&c->dlock);
 		tc_trace_free(&c->rec);
 		tc_trace_init(&c->rec);
 		for (uint32_t i = 0; i < c->nr; i++) {
@@ -2195,6 +2201,22 @@ static int op_detach(struct tencache_cache *c, uint64_t *token)
 	d->done = 0;
 	d->in_tl = 0;
 	d->t0 = d->t1 = tc_now_ns();
+	d->prof_end = UINT32_MAX;
+	if (!c->planned && c->rec.nr_acc) {	/* profiling: its run time is learnt */
+		uint32_t e = c->rec.nr_acc - 1;
+
+		ret = 0;
+		while (!ret && e >= c->det_ns_cap)
+			ret = TC_GROW(c->det_ns, c->det_ns_cap, e, 1024);
+		if (!ret) {
+			d->prof_end = e;
+			d->prof_gen = c->prof_gen;
+			c->det_ns[e] = TC_DET_RUNNING;
+			c->det_prof = c->prof_gen;
+			if (e >= c->det_ns_n)
+				c->det_ns_n = e + 1;
+		}
+	}
 	c->det_live++;
 	pthread_mutex_unlock(&c->dlock);
 	for (uint32_t k = 0; k < c->nr_op_ids; k++)
@@ -2228,6 +2250,13 @@ int tencache_op_done(struct tencache_cache *c, uint64_t token)
 		if (i < c->nacc_ev)
 			tc_hev_signal(c->dev, &c->accev[i].h, tc_hev_latest(c->dev, &c->accev[i].h));
 	d->t1 = tc_now_ns();
+	/* its run: ops run one at a time (the model's assumption) */
+	if (d->prof_end != UINT32_MAX && d->prof_gen == c->prof_gen && d->prof_end < c->det_ns_n) {
+		uint64_t from = d->t0 > c->det_prev_t1 ? d->t0 : c->det_prev_t1;
+
+		c->det_ns[d->prof_end] = d->t1 > from ? d->t1 - from : 1;
+	}
+	c->det_prev_t1 = d->t1;
 	__atomic_store_n(&d->done, 1, __ATOMIC_RELEASE);
 	__atomic_add_fetch(&c->det_done_n, 1, __ATOMIC_RELEASE);
 	c->det_live--;

@@ -272,9 +272,23 @@ struct tencache_cache {
 		int done;		/* atomic */
 		int in_tl;		/* its span is on the timeline */
 		uint64_t t0, t1;	/* detached, done (timeline) */
+		uint32_t prof_end;	/* its end in profile prof_gen, or UINT32_MAX */
+		uint32_t prof_gen;
 	} *det;
 	uint32_t nr_det, cap_det, det_live;
 	uint64_t det_base;
+	/*
+	 * Detached host ops of the step being profiled: the learnt step gets
+	 * their measured run times (the caller's release gives none), and the
+	 * planner's model runs them beside the GPU (TC_PLAN_HOST_ASYNC).
+	 * Under dlock: tencache_op_done writes from any thread.
+	 */
+	uint64_t *det_ns;		/* per access of the profile: its op's run, 0 */
+#define TC_DET_RUNNING	UINT64_MAX	/* ... detached, not done yet */
+	uint32_t det_ns_n, det_ns_cap;
+	uint32_t prof_gen;		/* profiled steps begun */
+	uint32_t det_prof;		/* the profile prof_gen detached host ops */
+	uint64_t det_prev_t1;		/* the previous op's end: ops run one at a time */
 	uint64_t step_t0, last_stall, last_acq, last_hits;
 	uint64_t last_gpu_stall, last_gpu_hits;
 

@@ -881,6 +881,63 @@ static void take_laid_out(struct tencache_cache *c, struct tc_plan *lp)
 	c->st.planner_layouts++;
 }
 
+/*
+ * The learnt step's host ops that the trainer detached (tencache_op_detach)
+ * ran on a thread beside the GPU, and the caller's release gave them no
+ * time: each gets the run the cache measured (detach or the previous op's
+ * end, to tencache_op_done), or, still running, the measured ones' time per
+ * byte of their tensors; the model then runs them beside the GPU
+ * (TC_PLAN_HOST_ASYNC), as the trainer does. Without this the plan and its
+ * timing model take the optimizer for free.
+ */
+static void learn_detached(struct tencache_cache *c, struct tc_plan_cfg *cfg)
+{
+	struct tc_trace *tr = &c->trace;
+	uint64_t known = 0, kbytes = 0, *ob;
+	uint32_t nk = 0, ng = 0, start = 0;
+
+	pthread_mutex_lock(&c->dlock);
+	if (!c->det_prof || c->det_prof != c->prof_gen || c->det_ns_n > tr->nr_acc ||
+	    !(ob = calloc(c->det_ns_n, sizeof(*ob)))) {
+		pthread_mutex_unlock(&c->dlock);
+		return;
+	}
+	/* each detached op's bytes; the measured ones' time per byte */
+	for (uint32_t i = 0; i < c->det_ns_n; i++) {
+		uint64_t b = 0;
+
+		if (!(tr->acc[i].flags & TC_ACC_END))
+			continue;
+		for (uint32_t k = start; k <= i; k++)
+			b += tr->tensors[tr->acc[k].tensor].bytes;
+		start = i + 1;
+		ob[i] = b;
+		if (c->det_ns[i] && c->det_ns[i] != TC_DET_RUNNING) {
+			known += c->det_ns[i];
+			kbytes += b;
+		}
+	}
+	for (uint32_t i = 0; i < c->det_ns_n; i++) {
+		struct tc_access *a = &tr->acc[i];
+
+		if (!c->det_ns[i] || !(a->flags & TC_ACC_HOST) || a->compute_ns)
+			continue;	/* not detached, or the caller timed it */
+		if (c->det_ns[i] != TC_DET_RUNNING) {
+			a->compute_ns = c->det_ns[i];
+			nk++;
+		} else if (kbytes) {
+			a->compute_ns = (uint64_t)((double)known / kbytes * ob[i]);
+			ng++;
+		}
+	}
+	pthread_mutex_unlock(&c->dlock);
+	free(ob);
+	if (nk + ng)
+		tc_info(c->tc, "cache: %u host ops ran detached in the profiled step (%u timed, %u still running: from the others' time per byte); planning them beside the GPU",
+			nk + ng, nk, ng);
+	cfg->flags |= TC_PLAN_HOST_ASYNC;
+}
+
 int tc_exec_enter_plan(struct tencache_cache *c)
 {
 	struct tc_plan_cfg cfg;
@@ -903,6 +960,7 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 	if (c->duplex_bw > 0)
 		cfg.duplex_bw = c->duplex_bw;
 	cfg.policy = (enum tc_policy)c->p.policy;
+	learn_detached(c, &cfg);
 	/* ours found no layout for this trace before, and a re-plan only has
 	 * less room: straight to the fallback */
 	if (cfg.policy == TC_POLICY_OURS && c->ours_no_layout)
@@ -1398,6 +1456,7 @@ void tencache_cache_destroy(struct tencache_cache *c)
 	free(c->gfreed);
 	free(c->op_ids);
 	free(c->det);
+	free(c->det_ns);
 	free(c->t);
 	free(c);
 }
