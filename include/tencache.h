@@ -569,6 +569,14 @@ struct tencache_cache_stats {
 					 * (every tensor at its own offset in the
 					 * whole budget: TENCACHE_CACHE_NO_LAYOUT) */
 	uint64_t plan_laid_out;		/* 1: the plan running now is one of them */
+	/*
+	 * Where the timing model finds the laid-out plan and the executor's
+	 * own within 5% of each other, each runs for 2 steps and is timed
+	 * (step begin to step begin), and the faster stays: plan_trying is 1
+	 * until then (measure after it), plan_trials counts those decided.
+	 */
+	uint64_t plan_trying;
+	uint64_t plan_trials;
 };
 
 TENCACHE_API int tencache_cache_create(struct tencache *tc, struct tencache_cache **cp,

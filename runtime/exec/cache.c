@@ -1717,6 +1717,7 @@ int tencache_step_begin(struct tencache_cache *c)
 	if (!c || c->in_step)
 		return -EINVAL;
 	ret = tc_exec_freeze(c);
+	ret = ret ?: tc_exec_trial_tick(c);
 	if (ret)
 		return ret;
 	if (c->want_plan && !c->planned && !c->no_plan) {
@@ -2361,6 +2362,16 @@ int tc_exec_test_lag(struct tencache_cache *c, uint64_t kernel_ns, uint64_t copy
 	return 0;
 }
 
+int tc_exec_test_trial(struct tencache_cache *c, uint64_t own_extra_ns, uint64_t laid_extra_ns)
+{
+	if (!c)
+		return -EINVAL;
+	c->trial_test = 1;
+	c->trial_extra[0] = own_extra_ns;
+	c->trial_extra[1] = laid_extra_ns;
+	return 0;
+}
+
 int tc_exec_test_kernel(struct tencache_cache *c, void *dst, const void *src, uint64_t len)
 {
 	int ret;
@@ -2392,6 +2403,7 @@ int tencache_cache_stats(struct tencache_cache *c, struct tencache_cache_stats *
 		st->plan_hit_bytes = c->plan.st.hit_bytes;
 		st->plan_laid_out = c->laid_out;
 	}
+	st->plan_trying = c->trial == TC_TRIAL_FIRST || c->trial == TC_TRIAL_SECOND;
 	/* the caller's struct may be shorter (older) or longer (newer) */
 	memcpy(out, &s, size < sizeof(s) ? size : sizeof(s));
 	if (size > sizeof(s))

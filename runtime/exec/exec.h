@@ -32,6 +32,8 @@ struct tc_pfree;
  */
 struct tc_bev;
 
+enum { TC_TRIAL_NONE, TC_TRIAL_FIRST, TC_TRIAL_SECOND, TC_TRIAL_DONE };
+
 struct tc_xev {
 	void *dev;
 	void *alt;			/* the other half of a pair, or NULL */
@@ -228,6 +230,14 @@ struct tencache_cache {
 	int have_plan;
 	int ours_no_layout;		/* for this trace: the ZeRO-like plan ran */
 	uint8_t laid_out;		/* the plan running was laid out by the planner */
+	/* the laid-out plan against the executor's own, timed (setup.c) */
+	uint8_t trial;			/* TC_TRIAL_* */
+	uint8_t trial_first;		/* laid out first (1) or the own plan */
+	uint8_t trial_best;		/* decided: 0 own, 1 laid out, 2 the model's */
+	uint32_t trial_steps;		/* steps begun on the candidate running */
+	uint64_t trial_ns[2];		/* their step times: own, laid out */
+	uint64_t trial_extra[2];	/* tc_exec_test_trial: added to those */
+	uint8_t trial_test;		/* tc_exec_test_trial: time whenever both exist */
 	uint8_t layout_failed;		/* ... and its GPU ranges were not free once */
 	uint32_t profiled;
 	struct tc_xev *opev, *accev;
@@ -361,6 +371,12 @@ void *tc_exec_stage_main(void *arg);
  * it (tencache_cache_sync, or the step's end).
  */
 int tc_exec_test_lag(struct tencache_cache *c, uint64_t kernel_ns, uint64_t copy_ns);
+/*
+ * Test hook: the laid-out plan and the executor's own are timed wherever
+ * both exist (not only within the model's margin), and each one's timed
+ * step counts extra ns more (to make either the faster). 0, -EINVAL.
+ */
+int tc_exec_test_trial(struct tencache_cache *c, uint64_t own_extra_ns, uint64_t laid_extra_ns);
 int tc_exec_test_kernel(struct tencache_cache *c, void *dst, const void *src, uint64_t len);
 /* Counts the device calls of a cache (after its first step) into
  * calls[TC_DC_NR], and with ns non-NULL the wall ns inside them into
@@ -381,6 +397,8 @@ int tc_exec_load_start(struct tencache_cache *c);
 int tc_exec_plain_gpu(struct tencache_cache *c);
 int tc_exec_leave_plan(struct tencache_cache *c, const char *why);
 int tc_exec_replan(struct tencache_cache *c, const char *why, int gpu);
+/* At a step's begin: times the plan candidate on trial, and switches (setup.c). */
+int tc_exec_trial_tick(struct tencache_cache *c);
 int tc_exec_step_sync(struct tencache_cache *c);
 int tc_exec_flush(struct tencache_cache *c);
 

@@ -133,7 +133,11 @@ int main(void)
 {
 	struct tencache_params tp = { .flags = TENCACHE_F_NO_CUDA, .log_level = TENCACHE_LOG_WARN,
 				      .pool_backend = TENCACHE_POOL_THP };
-	struct tencache_cache_params p = { .flags = TENCACHE_CACHE_HOST_MODE,
+	/* one plan throughout: P's op waits for the caller's next step, and
+	 * entering a plan (a switch of the timed pick between the laid-out
+	 * plan and the executor's own) waits for detached ops */
+	struct tencache_cache_params p = { .flags = TENCACHE_CACHE_HOST_MODE |
+						    TENCACHE_CACHE_NO_LAYOUT,
 					   .gpu_budget = bytes[Q] + bytes[P] + bytes[X] };
 	struct tencache_cache_stats st;
 	struct tencache_cache *c;
