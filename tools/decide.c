@@ -511,12 +511,13 @@ static int run_cache(struct ctx *x, struct tencache *tc, bool host, unsigned fla
 	}
 	reset(x);
 	memset(&s0, 0, sizeof(s0));
-	for (uint32_t k = 0; k < x->warmup + 2 * x->steps && !ret; k++) {
-		int m = pass_of(x, k);
+	/* warm-up goes on while the cache times its plans (plan_trying) */
+	for (uint32_t k = 0, warm = x->warmup; k < warm + 2 * x->steps && !ret; k++) {
+		int m = k < warm ? P_WARMUP : k < warm + x->steps ? P_SPLIT : P_WHOLE;
 		uint32_t start = 0;
 		uint64_t w0, c0, p0, cb;
 
-		if (k == x->warmup && ((ret = tencache_cache_stats(c, &s0, sizeof(s0))) ||
+		if (k == warm && ((ret = tencache_cache_stats(c, &s0, sizeof(s0))) ||
 				       (ret = tc_exec_test_count(c, dc, x->call_ns ? dns : NULL))))
 			break;
 		/* a step boundary: step_begin here and step_end below, timed as one */
@@ -571,6 +572,12 @@ static int run_cache(struct ctx *x, struct tencache *tc, bool host, unsigned fla
 			cache_fail("tencache_step_end", tr->nr_acc, ret);
 		else
 			ret = tencache_cache_sync(c, NULL);
+		if (!ret && m == P_WARMUP && k + 1 == warm && warm < x->warmup + 8) {
+			struct tencache_cache_stats st;
+
+			ret = tencache_cache_stats(c, &st, sizeof(st));
+			warm += !ret && st.plan_trying;
+		}
 	}
 	if (!ret)
 		ret = tencache_cache_stats(c, &s1, sizeof(s1));
