@@ -2203,7 +2203,9 @@ static int op_detach(struct tencache_cache *c, uint64_t *token)
 	d->in_tl = 0;
 	d->t0 = d->t1 = tc_now_ns();
 	d->prof_end = UINT32_MAX;
-	if (!c->planned && c->rec.nr_acc) {	/* profiling: its run time is learnt */
+	/* profiling (not on demand after a plan stopped: skip_learn): its run
+	 * time is learnt, at the op's end in the recorded step */
+	if (!c->planned && !c->skip_learn && c->rec.nr_acc) {
 		uint32_t e = c->rec.nr_acc - 1;
 
 		ret = 0;

@@ -921,8 +921,9 @@ static void learn_detached(struct tencache_cache *c, struct tc_plan_cfg *cfg)
 	for (uint32_t i = 0; i < c->det_ns_n; i++) {
 		struct tc_access *a = &tr->acc[i];
 
-		if (!c->det_ns[i] || !(a->flags & TC_ACC_HOST) || a->compute_ns)
-			continue;	/* not detached, or the caller timed it */
+		if (!c->det_ns[i] || !(a->flags & TC_ACC_HOST) || !(a->flags & TC_ACC_END) ||
+		    a->compute_ns)
+			continue;	/* not a detached op's end, or the caller timed it */
 		if (c->det_ns[i] != TC_DET_RUNNING) {
 			a->compute_ns = c->det_ns[i];
 			nk++;
