@@ -94,4 +94,32 @@ static inline int t_op_values(const struct t_op *op, int oi, void *const *p,
 	return 0;
 }
 
+/*
+ * One step of ops[] through c in host mode: each op's tensors acquired, its
+ * values checked and written (t_op_values), then released; after_op (NULL:
+ * none) runs after each op. 0, -EIO on a stale value, or the failing call's.
+ */
+static inline int t_run_step(struct tencache_cache *c, const struct t_op *ops, int nops,
+			     const uint64_t *bytes, uint32_t *version,
+			     void (*after_op)(struct tencache_cache *c))
+{
+	int ret = tencache_step_begin(c);
+
+	for (int oi = 0; oi < nops && !ret; oi++) {
+		const struct t_op *op = &ops[oi];
+		void *p[3];
+
+		for (int k = 0; k < op->n && !ret; k++)
+			ret = tencache_acquire(c, op->a[k].id, op->a[k].flags |
+					       (op->host ? TENCACHE_ACQ_HOST : 0), NULL, &p[k]);
+		if (!ret && t_op_values(op, oi, p, bytes, version))
+			return -EIO;
+		for (int k = 0; k < op->n && !ret; k++)
+			ret = tencache_release(c, op->a[k].id, NULL, 0);
+		if (after_op)
+			after_op(c);
+	}
+	return ret ?: tencache_step_end(c);
+}
+
 #endif

@@ -97,17 +97,28 @@ static int gpu_op(struct tencache_cache *c, int id, int write)
 	return tencache_release(c, id, NULL, 20000);
 }
 
-/* Wait for job k's op, release its tensor, read it on the "GPU". */
-static int retire(struct tencache_cache *c, struct job *j)
+/* Waits for job j's op if it runs: 1, or -EIO when it read a stale value
+ * or tencache_op_done failed; 0 when it did not run. */
+static int join_job(struct job *j)
 {
-	int ret;
-
+	if (!j->running)
+		return 0;
 	pthread_join(j->th, NULL);
 	j->running = 0;
 	if (j->stale || j->done_ret) {
 		fprintf(stderr, "host op on %d: stale %d, done %d\n", j->id, j->stale, j->done_ret);
 		return -EIO;
 	}
+	return 1;
+}
+
+/* Wait for job k's op, release its tensor, read it on the "GPU". */
+static int retire(struct tencache_cache *c, struct job *j)
+{
+	int ret = join_job(j);
+
+	if (ret <= 0)
+		return ret ?: -EIO;
 	ret = tencache_release(c, j->id, NULL, 0);
 	return ret ?: gpu_op(c, j->id, 0);
 }
@@ -293,12 +304,12 @@ static int held_step(struct tencache_cache *c)
 	for (int k = 0; k < NH && !ret; k++)
 		ret = start_job(c, &jobs[k], k);
 	for (int k = 0; k < NH; k++) {	/* settle: wait, then release */
-		if (!jobs[k].running)
+		int r = join_job(&jobs[k]);
+
+		if (!r)
 			continue;
-		pthread_join(jobs[k].th, NULL);
-		jobs[k].running = 0;
-		if (!ret && (jobs[k].stale || jobs[k].done_ret))
-			ret = -EIO;
+		if (!ret && r < 0)
+			ret = r;
 		ret = ret ?: tencache_release(c, k, NULL, 0);
 	}
 	for (int k = 0; k < NH && !ret; k++)
@@ -371,12 +382,12 @@ static int replan_step(struct tencache_cache *c, int stop)
 		ret = ret ?: start_job(c, &jobs[k], NP + k);
 	}
 	for (int k = 0; k < RH; k++) {
-		if (!jobs[k].running)
+		int r = join_job(&jobs[k]);
+
+		if (!r)
 			continue;
-		pthread_join(jobs[k].th, NULL);
-		jobs[k].running = 0;
-		if (!ret && (jobs[k].stale || jobs[k].done_ret))
-			ret = -EIO;
+		if (!ret && r < 0)
+			ret = r;
 		ret = ret ?: tencache_release(c, NP + k, NULL, 0);
 		ret = ret ?: tencache_release(c, NP + k + RH, NULL, 0);
 		ret = ret ?: tencache_release(c, k, NULL, 0);

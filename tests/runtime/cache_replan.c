@@ -34,27 +34,18 @@ static struct t_op ops[NOPS];
  * shaped for the plan's size classes */
 static unsigned od_ops, od_shaped;
 
+/* after each op: count those run on demand after a stop, and in what arena */
+static void count_od(struct tencache_cache *c)
+{
+	if (!c->planned && c->skip_learn) {
+		od_ops++;
+		od_shaped += !!c->garena_shaped;
+	}
+}
+
 static int step(struct tencache_cache *c)
 {
-	int ret = tencache_step_begin(c);
-
-	for (int oi = 0; oi < NOPS && !ret; oi++) {
-		const struct t_op *op = &ops[oi];
-		void *p[3];
-
-		for (int k = 0; k < op->n && !ret; k++)
-			ret = tencache_acquire(c, op->a[k].id, op->a[k].flags |
-					       (op->host ? TENCACHE_ACQ_HOST : 0), NULL, &p[k]);
-		if (!ret && t_op_values(op, oi, p, bytes, version))
-			return -EIO;
-		for (int k = 0; k < op->n && !ret; k++)
-			ret = tencache_release(c, op->a[k].id, NULL, 0);
-		if (!c->planned && c->skip_learn) {
-			od_ops++;
-			od_shaped += !!c->garena_shaped;
-		}
-	}
-	return ret ?: tencache_step_end(c);
+	return t_run_step(c, ops, NOPS, bytes, version, count_od);
 }
 
 static struct tencache_cache *make(struct tencache *tc, int nvme, const char *swap,

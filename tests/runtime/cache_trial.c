@@ -31,21 +31,7 @@ static struct t_op ops[NOPS];
 
 static int step(struct tencache_cache *c)
 {
-	int ret = tencache_step_begin(c);
-
-	for (int oi = 0; oi < NOPS && !ret; oi++) {
-		const struct t_op *op = &ops[oi];
-		void *p[3];
-
-		for (int k = 0; k < op->n && !ret; k++)
-			ret = tencache_acquire(c, op->a[k].id, op->a[k].flags |
-					       (op->host ? TENCACHE_ACQ_HOST : 0), NULL, &p[k]);
-		if (!ret && t_op_values(op, oi, p, bytes, version))
-			return -EIO;
-		for (int k = 0; k < op->n && !ret; k++)
-			ret = tencache_release(c, op->a[k].id, NULL, 0);
-	}
-	return ret ?: tencache_step_end(c);
+	return t_run_step(c, ops, NOPS, bytes, version, NULL);
 }
 
 /* laid_slow: the laid-out plan is timed a second slower, else the own plan. */
