@@ -512,6 +512,14 @@ struct tencache_cache_params {
 #define TENCACHE_ACQ_READ	(1u << 0)	/* the kernels read the value */
 #define TENCACHE_ACQ_WRITE	(1u << 1)	/* they write it (WRITE alone: overwrite) */
 #define TENCACHE_ACQ_HOST	(1u << 2)	/* a host op: pinned pointer, no stream */
+/*
+ * With TENCACHE_ACQ_HOST, for an op that will be detached: return the pinned
+ * pointer without waiting for the copies that bring the value there (a
+ * gradient's copy from the GPU); the caller goes on queueing GPU work. The
+ * thread that runs the op calls tencache_op_wait(token) before touching the
+ * tensors. An op so acquired and released instead waits at its release.
+ */
+#define TENCACHE_ACQ_NOWAIT	(1u << 3)
 
 struct tencache_cache_stats {
 	uint64_t steps;			/* completed steps */
@@ -579,6 +587,9 @@ struct tencache_cache_stats {
 	 */
 	uint64_t plan_trying;
 	uint64_t plan_trials;
+	/* host acquires (TENCACHE_ACQ_NOWAIT) whose waits went to the op's
+	 * tencache_op_wait: copies still in flight when the caller asked */
+	uint64_t deferred_waits;
 };
 
 TENCACHE_API int tencache_cache_create(struct tencache *tc, struct tencache_cache **cp,
@@ -614,6 +625,13 @@ TENCACHE_API int tencache_release(struct tencache_cache *c, int id, void *stream
  * -EINVAL: no host op is open (acquired, not yet released) or no token.
  */
 TENCACHE_API int tencache_op_detach(struct tencache_cache *c, uint64_t *token);
+/*
+ * Any thread: wait until the detached op's tensors are in place (the copies
+ * its TENCACHE_ACQ_NOWAIT acquires did not wait for; at once without them).
+ * Call it before the op reads or writes them, then tencache_op_done.
+ * -EINVAL: not a detached op's token, or done already.
+ */
+TENCACHE_API int tencache_op_wait(struct tencache_cache *c, uint64_t token);
 /* The detached op is finished. -EINVAL: not a token of this step, or done already. */
 TENCACHE_API int tencache_op_done(struct tencache_cache *c, uint64_t token);
 /*

@@ -73,6 +73,7 @@ struct opts {
 	bool no_layout;			/* --no-layout: TENCACHE_CACHE_NO_LAYOUT */
 	bool layout;			/* --layout: TENCACHE_CACHE_LAYOUT */
 	bool have_overlap_layers;
+	bool no_defer;			/* --no-defer: host acquires wait (the caller) */
 	double bw[TC_LINK_NR];	/* B/s */
 };
 
@@ -140,6 +141,9 @@ static int usage(void)
 "                      (--overlap-layers N), whichever the timing model finds\n"
 "                      quicker, the rest in forward order; the bound's compute\n"
 "                      is then max(GPU, host)\n"
+"  --no-defer          with --overlap, the caller's host acquires wait for the\n"
+"                      gradients' copies themselves (by default the worker\n"
+"                      does: TENCACHE_ACQ_NOWAIT and tencache_op_wait)\n"
 "cache:\n"
 "  --gpu-budget B|P%%   GPU bytes (K/M/G suffixes, binary) or %% of the fp16/bf16\n"
 "                      params (default 25%%)\n"
@@ -300,7 +304,7 @@ enum {
 	O_MODEL = 256, O_LAYERS, O_HIDDEN, O_VOCAB, O_BATCH, O_SEQ, O_TFLOPS, O_ADAM,
 	O_GPU_ADAM, O_GPU_BUDGET, O_PINNED_BUDGET, O_NVME_BUDGET, O_NVME, O_BW, O_HOST,
 	O_POLICIES, O_TABLE, O_STEPS, O_WARMUP, O_PROFILE, O_TIMELINE, O_TIMELINE_ALL, O_PLOT, O_TIME_LIMIT,
-	O_OVERLAP, O_OVERLAP_LAYERS, O_MODEL_ONLY, O_VERBOSE, O_NO_LAYOUT, O_LAYOUT,
+	O_OVERLAP, O_OVERLAP_LAYERS, O_NO_DEFER, O_MODEL_ONLY, O_VERBOSE, O_NO_LAYOUT, O_LAYOUT,
 };
 
 /* An output's directory must take files before hours of replay, not after. */
@@ -333,6 +337,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "tflops", 1, 0, O_TFLOPS }, { "adam-rate", 1, 0, O_ADAM },
 		{ "gpu-adam", 0, 0, O_GPU_ADAM }, { "gpu-budget", 1, 0, O_GPU_BUDGET },
 		{ "overlap", 0, 0, O_OVERLAP }, { "overlap-layers", 1, 0, O_OVERLAP_LAYERS },
+		{ "no-defer", 0, 0, O_NO_DEFER },
 		{ "model-only", 0, 0, O_MODEL_ONLY },
 		{ "verbose", 0, 0, O_VERBOSE }, { "no-layout", 0, 0, O_NO_LAYOUT },
 		{ "layout", 0, 0, O_LAYOUT },
@@ -369,6 +374,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case O_ADAM: bad = parse_double(optarg, &o->gen.adam_params_per_s); break;
 		case O_GPU_ADAM: o->gen.opt_on_gpu = true; break;
 		case O_OVERLAP: o->gen.opt_overlap = true; break;
+		case O_NO_DEFER: o->no_defer = true; break;
 		case O_MODEL_ONLY: o->model_only = true; break;
 		case O_VERBOSE: o->verbose = true; break;
 		case O_NO_LAYOUT: o->no_layout = true; break;
@@ -423,6 +429,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	if (o->layout && o->no_layout) {
 		fprintf(stderr, "replay: --layout runs ours laid out whenever it can, --no-layout "
 			"never: pick one\n");
+		return 2;
+	}
+	if (o->no_defer && !o->gen.opt_overlap) {
+		fprintf(stderr, "replay: --no-defer is about --overlap's host ops: add --overlap\n");
 		return 2;
 	}
 	if (o->gen.opt_overlap && o->gen.opt_on_gpu) {
@@ -753,8 +763,9 @@ static int fail(const char *what, int ret)
 }
 
 /* --overlap: host ops detached (tencache_op_detach) and run one at a time,
- * in trace order, by a worker thread that spends their compute and calls
- * tencache_op_done; the caller releases an op's tensors when it next needs
+ * in trace order, by a worker thread that waits for their tensors
+ * (tencache_op_wait: the caller's acquires did not, TENCACHE_ACQ_NOWAIT),
+ * spends their compute and calls tencache_op_done; the caller releases an op's tensors when it next needs
  * one of them, as the trainer's settle does. */
 struct job {
 	uint64_t token, ns;
@@ -772,6 +783,7 @@ struct worker {
 	uint32_t nr, cap, next;	/* queued; jobs[next] is the worker's next */
 	uint32_t *held_by;	/* per tensor: job index + 1 holding it, 0 */
 	bool quit, started;
+	bool defer;		/* host acquires with TENCACHE_ACQ_NOWAIT */
 };
 
 static void *worker_main(void *arg)
@@ -792,8 +804,10 @@ static void *worker_main(void *arg)
 		token = j->token;
 		ns = j->ns;
 		pthread_mutex_unlock(&w->mu);
-		sleep_ns(ns);
-		ret = tencache_op_done(w->c, token);
+		ret = tencache_op_wait(w->c, token);
+		if (!ret)
+			sleep_ns(ns);
+		ret = ret ?: tencache_op_done(w->c, token);
 		pthread_mutex_lock(&w->mu);
 		/* jobs may have moved (realloc under mu): index again */
 		w->jobs[w->next - 1].ret = ret;
@@ -920,6 +934,8 @@ static int run_step(struct tencache_cache *c, const struct tc_trace *tr, const i
 			fl |= TENCACHE_ACQ_WRITE;
 		if (a->flags & TC_ACC_HOST)
 			fl |= TENCACHE_ACQ_HOST;
+		if ((a->flags & TC_ACC_HOST) && w && w->defer)
+			fl |= TENCACHE_ACQ_NOWAIT;
 		if (w && w->held_by[a->tensor]) {
 			ret = worker_settle(w, c, tr, ids, w->held_by[a->tensor] - 1);
 			if (ret)
@@ -1024,6 +1040,7 @@ static int run_policy(struct tencache *tc, const struct opts *o, const struct tc
 			fail("starting the host-op worker", ret);
 			goto out;
 		}
+		w.defer = !o->no_defer;
 	}
 	memset(&s0, 0, sizeof(s0));
 	for (unsigned k = 0; k < total; k++) {
@@ -1283,6 +1300,8 @@ static cJSON *result_json(int argc, char **argv, const struct opts *o,
 	cJSON_AddNumberToObject(x, "adam_params_per_s", o->gen.adam_params_per_s);
 	cJSON_AddBoolToObject(x, "adam_on_gpu", o->gen.opt_on_gpu);
 	cJSON_AddBoolToObject(x, "overlap", o->gen.opt_overlap);
+	/* the worker, not the caller, waits for the host ops' tensors */
+	cJSON_AddBoolToObject(x, "deferred_host_waits", o->gen.opt_overlap && !o->no_defer);
 	if (o->gen.opt_overlap && o->gen.opt_pace_ns)	/* the worker's order */
 		cJSON_AddNumberToObject(x, "overlap_pace_ns", (double)o->gen.opt_pace_ns);
 	else if (o->gen.opt_overlap)

@@ -71,7 +71,7 @@ CACHE_TIMELINE = 1 << 1
 CACHE_ISSUER = 1 << 2
 ADAM_F_SCALAR = 1 << 0
 ADAM_F_NO_AVX512 = 1 << 1
-ACQ_READ, ACQ_WRITE, ACQ_HOST = 1, 2, 4
+ACQ_READ, ACQ_WRITE, ACQ_HOST, ACQ_NOWAIT = 1, 2, 4, 8
 ROLE_PARAM_FP16, ROLE_PARAM_BF16, ROLE_GRAD, ROLE_MASTER_FP32, ROLE_OPT_STATE = 0, 1, 2, 3, 4
 DTYPE_FP32, DTYPE_FP16, DTYPE_BF16 = 0, 1, 2
 POLICIES = {"ours": 0, "lru": 1, "zero": 2, "10cache": 3}
@@ -90,6 +90,7 @@ _SIGS = {
                                         ctypes.POINTER(c_ptr)]),
     "tencache_release": (ctypes.c_int, [c_ptr, ctypes.c_int, c_ptr, c_u64]),
     "tencache_op_detach": (ctypes.c_int, [c_ptr, ctypes.POINTER(c_u64)]),
+    "tencache_op_wait": (ctypes.c_int, [c_ptr, c_u64]),
     "tencache_op_done": (ctypes.c_int, [c_ptr, c_u64]),
     "tencache_cache_flush": (ctypes.c_int, [c_ptr]),
     "tencache_cache_stats": (ctypes.c_int, [c_ptr, ctypes.POINTER(CacheStats), ctypes.c_size_t]),

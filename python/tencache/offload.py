@@ -694,7 +694,8 @@ class Runtime:
     def _host_op(self, q):
         """Acquire q's gradient, master, moments and compute copy as pinned
         host memory: (AdamTensor, AdamHparams, the ids held, their bytes)."""
-        H = L.ACQ_HOST
+        # overlapped (detached): the worker waits for the copies (tencache_op_wait)
+        H = L.ACQ_HOST | (L.ACQ_NOWAIT if self._hp is None else 0)
         RW = L.ACQ_READ | L.ACQ_WRITE | H
         if self._hp is None:    # overlapped: the group's values when backward runs
             g = self.optimizer.param_groups

@@ -6,9 +6,11 @@ A parameter's AdamW update may start once its module's backward op is
 released: its gradient is final then (one backward per step). The cache's
 calls stay on the training thread:
   - a parameter's host op (gradient, master, moments and compute copy as
-    pinned host memory) is acquired `lag` module releases after its own; by
-    then its gradient's copy to the host is done, so the acquire does not
-    wait on the GPU, which keeps the queue of backward kernels full;
+    pinned host memory) is acquired `lag` module releases after its own,
+    with TENCACHE_ACQ_NOWAIT: the acquire does not wait for the gradient's
+    copy to the host (the worker does, tencache_op_wait), so the training
+    thread never waits on the GPU there and the queue of backward kernels
+    stays full;
   - the host op is detached (tencache_op_detach): the cache goes on with
     the next ops, and whatever copies its tensors waits for it;
   - the C AdamW runs on one worker thread (ctypes drops the GIL; the C code
@@ -138,7 +140,8 @@ class HostOps:
         self._retire(q, held)
 
     def _step(self, t, hp, token):    # on the worker; t and hp live until it returns
-        ret = self.lib.tencache_adam_step(self.adam, ctypes.byref(hp), ctypes.byref(t))
+        ret = self.lib.tencache_op_wait(self.cache, token)    # its tensors in place
+        ret = ret or self.lib.tencache_adam_step(self.adam, ctypes.byref(hp), ctypes.byref(t))
         # done even when AdamW failed: the op's tensors are not written any more
         return ret, self.lib.tencache_op_done(self.cache, token)
 

@@ -1586,6 +1586,8 @@ int tc_exec_drain(struct tencache_cache *c)
 	ret = ret ?: c->dev->ops->stream_sync(c->dev, c->d2h);
 	if (!ret)
 		sorder_synced(c, c->d2h);
+	/* deferred waits of host ops: of the copies above */
+	ret = ret ?: c->dev->ops->stream_sync(c->dev, c->rstream);
 	pthread_mutex_lock(&c->slock);
 	while (c->shead)
 		pthread_cond_wait(&c->scond, &c->slock);
@@ -1882,11 +1884,14 @@ static int acquire(struct tencache_cache *c, int id, unsigned flags, void *strea
 	struct tc_tstate *t;
 	int ret, hit = 0, ghit = 0, gpu;
 	uint32_t gfirst;
+	int deferred = 0;
 	void *s, *probe = NULL;
 
 	if (!c || !c->in_step || id < 0 || (uint32_t)id >= c->nr || !ptr ||
-	    (flags & ~(TENCACHE_ACQ_READ | TENCACHE_ACQ_WRITE | TENCACHE_ACQ_HOST)) ||
-	    !(flags & (TENCACHE_ACQ_READ | TENCACHE_ACQ_WRITE)))
+	    (flags & ~(TENCACHE_ACQ_READ | TENCACHE_ACQ_WRITE | TENCACHE_ACQ_HOST |
+		       TENCACHE_ACQ_NOWAIT)) ||
+	    !(flags & (TENCACHE_ACQ_READ | TENCACHE_ACQ_WRITE)) ||
+	    ((flags & TENCACHE_ACQ_NOWAIT) && !(flags & TENCACHE_ACQ_HOST)))
 		return -EINVAL;
 	t = &c->t[id];
 	if (t->held)
@@ -1913,6 +1918,7 @@ static int acquire(struct tencache_cache *c, int id, unsigned flags, void *strea
 		c->op_open = 1;
 		c->op_first_acc = c->pos;
 		c->op_host = !!(flags & TENCACHE_ACQ_HOST);
+		c->op_deferred = 0;
 		c->nr_op_ids = 0;
 	} else if (c->op_host != !!(flags & TENCACHE_ACQ_HOST)) {
 		return -EINVAL;	/* one op is all host or all GPU */
@@ -1929,7 +1935,7 @@ static int acquire(struct tencache_cache *c, int id, unsigned flags, void *strea
 				    ((a->flags & TC_ACC_WRITE) ? TENCACHE_ACQ_WRITE : 0) |
 				    ((a->flags & TC_ACC_HOST) ? TENCACHE_ACQ_HOST : 0) : 0;
 
-		if (!a || a->tensor != (uint32_t)id || want != flags) {
+		if (!a || a->tensor != (uint32_t)id || want != (flags & ~TENCACHE_ACQ_NOWAIT)) {
 			ret = tc_exec_leave_plan(c, "order changed");
 			if (ret)
 				return ret;
@@ -1980,7 +1986,15 @@ static int acquire(struct tencache_cache *c, int id, unsigned flags, void *strea
 				}
 			}
 			w0 = tc_now_ns();
-			if (flags & TENCACHE_ACQ_HOST)
+			if ((flags & TENCACHE_ACQ_NOWAIT) && ev_is_dev(e)) {
+				/* the op's runner waits (tencache_op_wait) */
+				ret = xev_done(c, e);
+				if (ret == 0) {
+					ret = xev_dev_wait(c, c->rstream, e);
+					deferred = 1;
+				}
+				ret = ret < 0 ? ret : 0;
+			} else if (flags & TENCACHE_ACQ_HOST)
 				ret = xev_sync(c, e);
 			else
 				ret = xev_stream_wait(c, s, e);
@@ -2016,6 +2030,10 @@ static int acquire(struct tencache_cache *c, int id, unsigned flags, void *strea
 		ret = prof_mark_start(c, s);
 		if (ret)
 			return ret;
+	}
+	if (deferred) {
+		c->op_deferred++;
+		c->st.deferred_waits++;
 	}
 	t->held = 1;
 	t->held_host = !!(flags & TENCACHE_ACQ_HOST);
@@ -2069,6 +2087,15 @@ static int op_close(struct tencache_cache *c, void *s, uint64_t compute_ns, int 
 			return ret;
 	}
 	if (c->op_host) {
+		if (!detach && c->op_deferred) {	/* released, not detached */
+			uint64_t inst = tc_hev_arm(c->dev, &c->ready_h);
+
+			c->op_deferred = 0;
+			ret = c->dev->ops->signal_host(c->dev, c->rstream, &c->ready_h, inst);
+			if (ret)
+				return ret;
+			tc_hev_wait(c->dev, &c->ready_h, inst);
+		}
 		if (compute_ns && c->host_mode) {
 			struct timespec ts = { compute_ns / 1000000000ULL,
 					       compute_ns % 1000000000ULL };
@@ -2182,6 +2209,7 @@ int tencache_release(struct tencache_cache *c, int id, void *stream, uint64_t co
 static int op_detach(struct tencache_cache *c, uint64_t *token)
 {
 	struct tc_detached *d;
+	uint64_t ready = 0;
 	int ret;
 
 	if (!token || c->op_open != 1 || !c->op_host)
@@ -2192,6 +2220,11 @@ static int op_detach(struct tencache_cache *c, uint64_t *token)
 	if (ret)
 		return ret;
 	ret = op_close(c, NULL, 0, 1);
+	if (!ret && c->op_deferred) {	/* its runner waits for this one */
+		ready = tc_hev_arm(c->dev, &c->ready_h);
+		ret = c->dev->ops->signal_host(c->dev, c->rstream, &c->ready_h, ready);
+	}
+	c->op_deferred = 0;
 	if (ret)
 		return ret;
 	c->op_open = 2;
@@ -2201,7 +2234,8 @@ static int op_detach(struct tencache_cache *c, uint64_t *token)
 	d->end = c->pos - 1;
 	d->done = 0;
 	d->in_tl = 0;
-	d->t0 = d->t1 = tc_now_ns();
+	d->ready = ready;
+	d->t0 = d->t1 = d->t_run = tc_now_ns();
 	d->prof_end = UINT32_MAX;
 	/* profiling (not on demand after a plan stopped: skip_learn): its run
 	 * time is learnt, at the op's end in the recorded step */
@@ -2236,6 +2270,31 @@ int tencache_op_detach(struct tencache_cache *c, uint64_t *token)
 }
 
 /* Any thread: only host events, no device call. */
+int tencache_op_wait(struct tencache_cache *c, uint64_t token)
+{
+	uint64_t ready;
+
+	if (!c)
+		return -EINVAL;
+	pthread_mutex_lock(&c->dlock);
+	if (token <= c->det_base || token - c->det_base > c->nr_det ||
+	    c->det[token - c->det_base - 1].done) {
+		pthread_mutex_unlock(&c->dlock);
+		return -EINVAL;
+	}
+	ready = c->det[token - c->det_base - 1].ready;
+	pthread_mutex_unlock(&c->dlock);
+	if (!ready)
+		return 0;
+	tc_hev_wait(c->dev, &c->ready_h, ready);
+	pthread_mutex_lock(&c->dlock);	/* det may have moved meanwhile */
+	if (token > c->det_base && token - c->det_base <= c->nr_det)
+		c->det[token - c->det_base - 1].t_run = tc_now_ns();
+	pthread_mutex_unlock(&c->dlock);
+	return 0;
+}
+
+/* Any thread: only host events, no device call. */
 int tencache_op_done(struct tencache_cache *c, uint64_t token)
 {
 	struct tc_detached *d;
@@ -2255,7 +2314,7 @@ int tencache_op_done(struct tencache_cache *c, uint64_t token)
 	d->t1 = tc_now_ns();
 	/* its run: ops run one at a time (the model's assumption) */
 	if (d->prof_end != UINT32_MAX && d->prof_gen == c->prof_gen && d->prof_end < c->det_ns_n) {
-		uint64_t from = d->t0 > c->det_prev_t1 ? d->t0 : c->det_prev_t1;
+		uint64_t from = d->t_run > c->det_prev_t1 ? d->t_run : c->det_prev_t1;
 
 		c->det_ns[d->prof_end] = d->t1 > from ? d->t1 - from : 1;
 	}
@@ -2291,7 +2350,7 @@ int tencache_step_end(struct tencache_cache *c)
 		struct tc_detached *d = &c->det[k];
 
 		if (d->done && !d->in_tl) {
-			tc_exec_timeline_add(c, TC_TL_HOSTOP, d->end, d->t0, d->t1);
+			tc_exec_timeline_add(c, TC_TL_HOSTOP, d->end, d->t_run, d->t1);
 			d->in_tl = 1;
 		}
 	}

@@ -67,6 +67,9 @@ struct tc_dev_ops {
 	 * CUDA waits on the host) */
 	int (*stream_wait_host)(struct tc_dev *d, void *s, struct tc_hev *h,
 				uint64_t target);
+	/* when s reaches this point, signal host event h's instance inst
+	 * (host mode queues it, CUDA a host function on s) */
+	int (*signal_host)(struct tc_dev *d, void *s, struct tc_hev *h, uint64_t inst);
 	/*
 	 * Optional: brackets a hot API call (acquire, release) on the calling
 	 * thread; the ops between need not check the thread's device context

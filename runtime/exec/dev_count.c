@@ -129,6 +129,15 @@ static int c_stream_wait_host(struct tc_dev *d, void *s, struct tc_hev *h, uint6
 	return ret;
 }
 
+/* counted as a record: a place on the stream */
+static int c_signal_host(struct tc_dev *d, void *s, struct tc_hev *h, uint64_t inst)
+{
+	int ret;
+
+	COUNTED(d, TC_DC_RECORD, ret = d->counted->signal_host(d, s, h, inst));
+	return ret;
+}
+
 static void c_enter(struct tc_dev *d)
 {
 	COUNTED(d, TC_DC_ENTER, d->counted->enter(d));
@@ -176,7 +185,8 @@ static void c_close(struct tc_dev *d)
 	.sync = c_sync,							\
 	.elapsed = c_elapsed,						\
 	.stream_sync = c_stream_sync,					\
-	.stream_wait_host = c_stream_wait_host
+	.stream_wait_host = c_stream_wait_host,				\
+	.signal_host = c_signal_host
 
 /* enter and leave are optional: absent where the wrapped ops lack them */
 static const struct tc_dev_ops count_ops = { COUNT_OPS, .enter = c_enter, .leave = c_leave };

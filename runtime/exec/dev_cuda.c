@@ -80,6 +80,7 @@ struct cudev {
 	CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
 	CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned,
 				   unsigned, unsigned, unsigned, CUstream, void **, void **);
+	CUresult (*cuLaunchHostFunc)(CUstream, void (*)(void *), void *);
 	CUresult (*cuGetErrorString)(CUresult, const char **);
 	/* optional (CUDA 13 drivers); NULL: copy_batch loops over copies */
 	CUresult (*cuMemcpyBatchAsync)(CUdeviceptr *, CUdeviceptr *, size_t *, size_t,
@@ -148,6 +149,7 @@ static int cuda_open(struct tencache *tc, uint64_t bytes, struct tc_dev **dp)
 		SYM(cuModuleLoadData, "cuModuleLoadData"), SYM(cuModuleUnload, "cuModuleUnload"),
 		SYM(cuModuleGetFunction, "cuModuleGetFunction"),
 		SYM(cuLaunchKernel, "cuLaunchKernel"), SYM(cuGetErrorString, "cuGetErrorString"),
+		SYM(cuLaunchHostFunc, "cuLaunchHostFunc"),
 #undef SYM
 	};
 	struct cudev *c = calloc(1, sizeof(*c));
@@ -412,6 +414,39 @@ static int cuda_stream_wait_host(struct tc_dev *d, void *s, struct tc_hev *h,
 	return 0;
 }
 
+struct host_signal {
+	struct tc_dev *d;
+	struct tc_hev *h;
+	uint64_t inst;
+};
+
+/* On the driver's callback thread: no CUDA call here. */
+static void host_signal_fn(void *arg)
+{
+	struct host_signal hs = *(struct host_signal *)arg;
+
+	free(arg);
+	tc_hev_signal(hs.d, hs.h, hs.inst);
+}
+
+static int cuda_signal_host(struct tc_dev *d, void *s, struct tc_hev *h, uint64_t inst)
+{
+	struct cudev *c = CU(d);
+	struct host_signal *hs = malloc(sizeof(*hs));
+	CUresult r;
+
+	if (!hs)
+		return -ENOMEM;
+	*hs = (struct host_signal){ d, h, inst };
+	cu_ctx(c);
+	r = c->cuLaunchHostFunc(s, host_signal_fn, hs);
+	if (r) {
+		free(hs);
+		return cu_fail(c, "cuLaunchHostFunc", r);
+	}
+	return 0;
+}
+
 const struct tc_dev_ops tc_dev_cuda_ops = {
 	.name = "cuda",
 	.open = cuda_open,
@@ -430,6 +465,7 @@ const struct tc_dev_ops tc_dev_cuda_ops = {
 	.elapsed = cuda_elapsed,
 	.stream_sync = cuda_stream_sync,
 	.stream_wait_host = cuda_stream_wait_host,
+	.signal_host = cuda_signal_host,
 	.enter = cuda_enter,
 	.leave = cuda_leave,
 };

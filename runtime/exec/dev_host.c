@@ -302,6 +302,13 @@ static int host_stream_wait_host(struct tc_dev *d, void *s, struct tc_hev *h,
 	return hstream_push(s, &t);
 }
 
+static int host_signal_host(struct tc_dev *d, void *s, struct tc_hev *h, uint64_t inst)
+{
+	struct task t = { .kind = T_SIGNAL, .d = d, .h = h, .len = inst };
+
+	return hstream_push(s, &t);
+}
+
 static int host_stream_wait(struct tc_dev *d, void *s, void *e)
 {
 	struct hevent *ev = e;
@@ -358,4 +365,5 @@ const struct tc_dev_ops tc_dev_host_ops = {
 	.elapsed = host_elapsed,
 	.stream_sync = host_stream_sync,
 	.stream_wait_host = host_stream_wait_host,
+	.signal_host = host_signal_host,
 };

@@ -28,7 +28,7 @@
 #include "exec/dev.h"
 
 #define ISS_RING	4096	/* queued commands at most (a power of two) */
-#define ISS_STREAMS	4	/* the issuer's streams (the cache makes 3) */
+#define ISS_STREAMS	5	/* the issuer's streams (the cache makes 4) */
 #define ISS_LISTS	8	/* watch lists: one per stream, the last shared */
 /*
  * The issuer spins (a core) this long after its last command, so that a
@@ -49,7 +49,7 @@
 #define cpu_relax()	__asm__ __volatile__("" ::: "memory")
 #endif
 
-enum { C_COPY, C_SPIN, C_RECORD, C_WAIT, C_WAIT_HOST, C_WATCH, C_S_DESTROY, C_EXIT };
+enum { C_COPY, C_SPIN, C_RECORD, C_WAIT, C_WAIT_HOST, C_SIGNAL_HOST, C_WATCH, C_S_DESTROY, C_EXIT };
 
 struct iss_stream {
 	void *b;			/* the backend's stream */
@@ -275,6 +275,9 @@ static void iss_run(struct iss_dev *w, struct iss_cmd *c)
 		break;
 	case C_WAIT_HOST:
 		r = w->bo->stream_wait_host(w->b, c->s, c->h, c->len);
+		break;
+	case C_SIGNAL_HOST:
+		r = w->bo->signal_host(w->b, c->s, c->h, c->len);
 		break;
 	case C_WATCH:
 		watch(w, c->e, c->s, c->len);
@@ -607,6 +610,22 @@ static int iss_stream_wait_host(struct tc_dev *d, void *s, struct tc_hev *h,
 	return 0;
 }
 
+static int iss_signal_host(struct tc_dev *d, void *s, struct tc_hev *h, uint64_t inst)
+{
+	struct iss_dev *w = W(d);
+	struct iss_stream *ws = iss_stream_of(w, s);
+	struct iss_cmd c = { .kind = C_SIGNAL_HOST, .h = h, .len = inst };
+	int ret = iss_err(w);
+
+	if (ret)
+		return ret;
+	if (!ws)
+		return w->bo->signal_host(w->b, s, h, inst);
+	c.s = ws->b;
+	iss_push(w, &c);
+	return 0;
+}
+
 /* What the issuer has seen: no driver call; 0 until it has seen it complete. */
 static int iss_query(struct tc_dev *d, void *ep)
 {
@@ -682,6 +701,7 @@ static const struct tc_dev_ops tc_dev_issuer_ops = {
 	.elapsed = iss_elapsed,
 	.stream_sync = iss_stream_sync,
 	.stream_wait_host = iss_stream_wait_host,
+	.signal_host = iss_signal_host,
 	.enter = iss_enter,
 	.leave = iss_leave,
 };

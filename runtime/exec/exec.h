@@ -195,6 +195,13 @@ struct tencache_cache {
 	struct tc_dev *dev;
 	void *h2d, *d2h;
 	void *sstream;			/* staging jobs' device deps (snapshots) */
+	/*
+	 * Waits of host acquires that did not wait (TENCACHE_ACQ_NOWAIT): the
+	 * stream waits for the copies, then signals ready_h's next instance
+	 * for the op (in order: done up to k means every op up to k).
+	 */
+	void *rstream;
+	struct tc_hev ready_h;
 	void *cstream_last;		/* the caller's stream of the latest GPU op */
 	int cstream_used;
 	void *step_ev;
@@ -266,6 +273,7 @@ struct tencache_cache {
 	uint32_t issued_to;		/* the plan's ops issued up to this access */
 	int op_open;			/* 0 none, 1 acquiring, 2 released */
 	int op_host;
+	uint32_t op_deferred;		/* the open op's waits on rstream */
 	uint32_t op_first_acc;
 	uint32_t *op_ids, nr_op_ids, cap_op_ids;	/* the open op's tensors */
 
@@ -282,6 +290,8 @@ struct tencache_cache {
 		int done;		/* atomic */
 		int in_tl;		/* its span is on the timeline */
 		uint64_t t0, t1;	/* detached, done (timeline) */
+		uint64_t ready;		/* ready_h's instance, 0: none deferred */
+		uint64_t t_run;		/* its tensors in place (tencache_op_wait) */
 		uint32_t prof_end;	/* its end in profile prof_gen, or UINT32_MAX */
 		uint32_t prof_gen;
 	} *det;

@@ -257,6 +257,7 @@ int tc_exec_freeze(struct tencache_cache *c)
 	}
 	ret = c->dev->ops->stream_create(c->dev, &c->h2d);
 	ret = ret ?: c->dev->ops->stream_create(c->dev, &c->d2h);
+	ret = ret ?: c->dev->ops->stream_create(c->dev, &c->rstream);
 	/* test only: a compute stream of the host backend's own, which the
 	 * issuer, if any, treats as a caller's stream, as a GPU's is */
 	if (!ret && c->lag_on)
@@ -1511,6 +1512,9 @@ void tencache_cache_destroy(struct tencache_cache *c)
 		free(c->prof);
 		if (c->step_ev)
 			c->dev->ops->event_destroy(c->dev, c->step_ev);
+		/* first: it may wait for the others' copies */
+		if (c->rstream)
+			c->dev->ops->stream_destroy(c->dev, c->rstream);
 		c->dev->ops->stream_destroy(c->dev, c->h2d);
 		c->dev->ops->stream_destroy(c->dev, c->d2h);
 		if (c->sstream)

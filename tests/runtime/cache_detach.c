@@ -12,7 +12,9 @@
  * more for the first, the ops one at a time after it), which the caller's
  * release did not (learnt_host_ns).
  * Also the error paths: no host op open, a GPU op, bad tokens, done twice,
- * release before done; and an op that outlives its step. */
+ * release before done; and an op that outlives its step; TENCACHE_ACQ_NOWAIT
+ * outside a host op, tencache_op_wait's bad tokens, and a NOWAIT op released
+ * without a detach. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -480,6 +482,24 @@ static void bad_input(struct tencache *tc)
 	T_EQ(tencache_step_end(c), 0);
 	T_EQ(tencache_step_begin(c), 0);			/* forgets done ops */
 	T_EQ(tencache_op_done(c, tok), -EINVAL);		/* a past step's */
+	/* TENCACHE_ACQ_NOWAIT and tencache_op_wait */
+	T_EQ(tencache_op_wait(NULL, 1), -EINVAL);
+	T_EQ(tencache_op_wait(c, 0), -EINVAL);
+	T_EQ(tencache_op_wait(c, tok), -EINVAL);		/* a past step's */
+	T_EQ(tencache_acquire(c, 1, TENCACHE_ACQ_READ | TENCACHE_ACQ_NOWAIT, NULL, &h),
+	     -EINVAL);						/* not a host op */
+	T_EQ(tencache_acquire(c, 1, TENCACHE_ACQ_READ | TENCACHE_ACQ_HOST | TENCACHE_ACQ_NOWAIT,
+			      NULL, &h), 0);
+	T_EQ(tencache_release(c, 1, NULL, 0), 0);		/* not detached: waits here */
+	T_EQ(tencache_acquire(c, 1, TENCACHE_ACQ_READ | TENCACHE_ACQ_HOST | TENCACHE_ACQ_NOWAIT,
+			      NULL, &h), 0);
+	T_EQ(tencache_op_detach(c, &tok2), 0);
+	T_EQ(tencache_op_wait(c, tok2 + 1), -EINVAL);
+	T_EQ(tencache_op_wait(c, tok2), 0);
+	T_EQ(tencache_op_wait(c, tok2), 0);			/* again, until done */
+	T_EQ(tencache_op_done(c, tok2), 0);
+	T_EQ(tencache_op_wait(c, tok2), -EINVAL);		/* done */
+	T_EQ(tencache_release(c, 1, NULL, 0), 0);
 	T_EQ(tencache_step_end(c), 0);
 	tencache_cache_destroy(c);
 }

@@ -17,7 +17,11 @@
  * after its layer's, detached, run on a worker thread (late, then
  * tencache_op_done) and released just before the next forward reads the
  * parameter, across the step's end; also with the NVMe tier, where the ops
- * are released within a window of held bytes and all at the step's end. */
+ * are released within a window of held bytes and all at the step's end.
+ * With nowait, the op is acquired right after its layer's backward with
+ * TENCACHE_ACQ_NOWAIT (its gradient's copy still behind the slow kernel):
+ * the acquires must not wait (deferred_waits), and the worker's
+ * tencache_op_wait must, or it reads a stale gradient or parameter. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -54,6 +58,7 @@ struct cfg {
 	uint64_t kernel_ns, copy_ns;
 	int overlap;		/* detached optimizer ops on a worker thread */
 	int nvme;		/* the NVMe tier, below a pinned budget */
+	int nowait;		/* overlap's ops: TENCACHE_ACQ_NOWAIT at lag 0 */
 };
 
 /*
@@ -74,14 +79,14 @@ struct job {
 	uint64_t token;
 	uint32_t *pp, *pg;	/* pinned P_k and G_k */
 	uint32_t pver, gver;	/* the versions the op must read */
-	int stale_p, stale_g, done_ret;
+	int stale_p, stale_g, done_ret, wait_ret;
 	int seq;		/* launch order, for the window */
 };
 static struct job jobs[NP];
 static struct tencache_cache *wcache;
 static pthread_mutex_t jmu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t jcond = PTHREAD_COND_INITIALIZER;
-static int wstop, seq, carried;
+static int wstop, seq, carried, nowait;
 static uint64_t window, held_bytes;
 
 /*
@@ -172,6 +177,7 @@ static void *worker(void *arg)
 		}
 		j->state = J_RUNNING;
 		pthread_mutex_unlock(&jmu);
+		j->wait_ret = tencache_op_wait(wcache, j->token);	/* its tensors in place */
 		nanosleep(&ts, NULL);	/* a slow AdamW: the main thread goes on */
 		j->stale_g = !t_tensor_check(j->pg, bytes[2 * NP + k], 2 * NP + k, j->gver);
 		j->stale_p = !t_tensor_check(j->pp, bytes[k], k, j->pver);
@@ -191,15 +197,14 @@ static int launch(struct tencache_cache *c, int k)
 {
 	int g = 2 * NP + k, ret = 0;
 	struct job *j = &jobs[k];
+	unsigned h = TENCACHE_ACQ_HOST | (nowait ? TENCACHE_ACQ_NOWAIT : 0);
 	void *pg = NULL, *pp;
 
 	if (!(k & 1))
-		ret = tencache_acquire(c, g, TENCACHE_ACQ_READ | TENCACHE_ACQ_HOST, NULL, &pg);
-	ret = ret ?: tencache_acquire(c, k, TENCACHE_ACQ_READ | TENCACHE_ACQ_WRITE |
-				      TENCACHE_ACQ_HOST, NULL, &pp);
+		ret = tencache_acquire(c, g, TENCACHE_ACQ_READ | h, NULL, &pg);
+	ret = ret ?: tencache_acquire(c, k, TENCACHE_ACQ_READ | TENCACHE_ACQ_WRITE | h, NULL, &pp);
 	if (k & 1)
-		ret = ret ?: tencache_acquire(c, g, TENCACHE_ACQ_READ | TENCACHE_ACQ_HOST,
-					      NULL, &pg);
+		ret = ret ?: tencache_acquire(c, g, TENCACHE_ACQ_READ | h, NULL, &pg);
 	ret = ret ?: tencache_op_detach(c, &j->token);
 	if (ret)
 		return ret;
@@ -230,6 +235,7 @@ static int settle(struct tencache_cache *c, int s, int k)
 	T_CHECK(!j->stale_g, "step %d: the optimizer read a stale gradient %d", s, 2 * NP + k);
 	T_CHECK(!j->stale_p, "step %d: the optimizer read a stale parameter %d", s, k);
 	T_EQ(j->done_ret, 0);
+	T_EQ(j->wait_ret, 0);
 	version[k] = j->pver + 1;
 	held_bytes -= bytes[k] + bytes[2 * NP + k];
 	ret = tencache_release(c, k, NULL, 0);
@@ -261,7 +267,7 @@ static int backward_overlap(struct tencache_cache *c, int s)
 		ret = gpu_op(c, NP + k, NP + k, k, 2 * NP + k, 2 * NP + k);
 		ready[tail] = k;
 		rtick[tail++] = ++tick;
-		while (!ret && head < tail && tick - rtick[head] >= LAG) {
+		while (!ret && head < tail && tick - rtick[head] >= (nowait ? 0 : LAG)) {
 			ret = launch(c, ready[head++]);
 			if (window)
 				ret = ret ?: settle_window(c, s, window);
@@ -327,6 +333,7 @@ static int run(struct tencache *tc, const struct cfg *f, const char *dir)
 		total += bytes[i];
 	p.gpu_budget = total / 2;	/* evictions on demand, drops planned */
 	window = 0;
+	nowait = f->nowait;
 	if (f->nvme) {
 		/* staged through a pinned budget below the total */
 		snprintf(path, sizeof(path), "%s/tencache-lag-test.swap", dir);
@@ -401,14 +408,20 @@ static int run(struct tencache *tc, const struct cfg *f, const char *dir)
 	if (f->overlap)
 		T_CHECK(carried > 0, "%s: every optimizer op was done before backward ended",
 			f->name);
+	/* at lag 0 behind slow kernels, some gradient's copy was in flight */
+	if (f->nowait)
+		T_CHECK(st.deferred_waits > 0, "%s: no acquire deferred its wait", f->name);
+	else
+		T_EQ(st.deferred_waits, 0);
 	if (f->nvme)
 		T_CHECK(st.link_bytes[2] && st.link_bytes[3], "%s: nothing was staged (NVMe %llu/%llu B)",
 			f->name, (unsigned long long)st.link_bytes[2],
 			(unsigned long long)st.link_bytes[3]);
-	printf("%s: %s, %llu/%d steps planned, %llu reprofile(s), %d op(s) still running at backward's ends, H2D %llu KiB, D2H %llu KiB, NVMe %llu/%llu KiB\n",
+	printf("%s: %s, %llu/%d steps planned, %llu reprofile(s), %d op(s) still running at backward's ends, %llu deferred wait(s), H2D %llu KiB, D2H %llu KiB, NVMe %llu/%llu KiB\n",
 	       f->name, t_failures == fails ? "ok" : "FAILED",
 	       (unsigned long long)st.planned_steps, STEPS,
 	       (unsigned long long)st.reprofiles, carried,
+	       (unsigned long long)st.deferred_waits,
 	       (unsigned long long)(st.link_bytes[0] / KiB),
 	       (unsigned long long)(st.link_bytes[1] / KiB),
 	       (unsigned long long)(st.link_bytes[2] / KiB),
@@ -443,17 +456,21 @@ int main(void)
 	struct tencache_params tp = { .flags = TENCACHE_F_NO_CUDA, .log_level = TENCACHE_LOG_WARN,
 				      .pool_backend = TENCACHE_POOL_THP };
 	static const struct cfg cfgs[] = {
-		{ "slow kernels", 0, 1000000, 0, 0, 0 },
-		{ "slow kernels, issuer", TENCACHE_CACHE_ISSUER, 1000000, 0, 0, 0 },
-		{ "slow copies", 0, 0, 1000000, 0, 0 },
-		{ "slow both, issuer", TENCACHE_CACHE_ISSUER, 500000, 500000, 0, 0 },
-		{ "overlap, slow kernels", 0, 1000000, 0, 1, 0 },
-		{ "overlap, slow kernels, issuer", TENCACHE_CACHE_ISSUER, 1000000, 0, 1, 0 },
-		{ "overlap, slow copies", 0, 0, 1000000, 1, 0 },
-		{ "overlap, slow copies, issuer", TENCACHE_CACHE_ISSUER, 0, 1000000, 1, 0 },
-		{ "overlap, NVMe, slow kernels", 0, 1000000, 0, 1, 1 },
-		{ "overlap, NVMe, slow copies, issuer", TENCACHE_CACHE_ISSUER, 0, 1000000, 1, 1 },
-		{ "NVMe, slow both", 0, 500000, 500000, 0, 1 },
+		{ "slow kernels", 0, 1000000, 0, 0, 0, 0 },
+		{ "slow kernels, issuer", TENCACHE_CACHE_ISSUER, 1000000, 0, 0, 0, 0 },
+		{ "slow copies", 0, 0, 1000000, 0, 0, 0 },
+		{ "slow both, issuer", TENCACHE_CACHE_ISSUER, 500000, 500000, 0, 0, 0 },
+		{ "overlap, slow kernels", 0, 1000000, 0, 1, 0, 0 },
+		{ "overlap, slow kernels, issuer", TENCACHE_CACHE_ISSUER, 1000000, 0, 1, 0, 0 },
+		{ "overlap, slow copies", 0, 0, 1000000, 1, 0, 0 },
+		{ "overlap, slow copies, issuer", TENCACHE_CACHE_ISSUER, 0, 1000000, 1, 0, 0 },
+		{ "overlap, NVMe, slow kernels", 0, 1000000, 0, 1, 1, 0 },
+		{ "overlap, NVMe, slow copies, issuer", TENCACHE_CACHE_ISSUER, 0, 1000000, 1, 1, 0 },
+		{ "NVMe, slow both", 0, 500000, 500000, 0, 1, 0 },
+		{ "overlap, nowait, slow kernels", 0, 1000000, 0, 1, 0, 1 },
+		{ "overlap, nowait, slow kernels, issuer", TENCACHE_CACHE_ISSUER, 1000000, 0, 1, 0, 1 },
+		{ "overlap, nowait, slow copies, issuer", TENCACHE_CACHE_ISSUER, 0, 1000000, 1, 0, 1 },
+		{ "overlap, nowait, NVMe, slow kernels", 0, 1000000, 0, 1, 1, 1 },
 	};
 	const char *dir = getenv("TEST_DIR") ? getenv("TEST_DIR") : "/var/tmp";
 	struct tencache *tc;
