@@ -2269,27 +2269,38 @@ int tencache_op_detach(struct tencache_cache *c, uint64_t *token)
 	return IN_DEV(c, op_detach(c, token));
 }
 
+/* The detached op of token, not done yet; NULL. Under dlock. */
+static struct tc_detached *det_live_op(struct tencache_cache *c, uint64_t token)
+{
+	struct tc_detached *d;
+
+	if (token <= c->det_base || token - c->det_base > c->nr_det)
+		return NULL;
+	d = &c->det[token - c->det_base - 1];
+	return d->done ? NULL : d;
+}
+
 /* Any thread: only host events, no device call. */
 int tencache_op_wait(struct tencache_cache *c, uint64_t token)
 {
+	struct tc_detached *d;
 	uint64_t ready;
 
 	if (!c)
 		return -EINVAL;
 	pthread_mutex_lock(&c->dlock);
-	if (token <= c->det_base || token - c->det_base > c->nr_det ||
-	    c->det[token - c->det_base - 1].done) {
-		pthread_mutex_unlock(&c->dlock);
-		return -EINVAL;
-	}
-	ready = c->det[token - c->det_base - 1].ready;
+	d = det_live_op(c, token);
+	ready = d ? d->ready : 0;
 	pthread_mutex_unlock(&c->dlock);
+	if (!d)
+		return -EINVAL;
 	if (!ready)
 		return 0;
 	tc_hev_wait(c->dev, &c->ready_h, ready);
 	pthread_mutex_lock(&c->dlock);	/* det may have moved meanwhile */
-	if (token > c->det_base && token - c->det_base <= c->nr_det)
-		c->det[token - c->det_base - 1].t_run = tc_now_ns();
+	d = det_live_op(c, token);
+	if (d)
+		d->t_run = tc_now_ns();
 	pthread_mutex_unlock(&c->dlock);
 	return 0;
 }
@@ -2302,12 +2313,11 @@ int tencache_op_done(struct tencache_cache *c, uint64_t token)
 	if (!c)
 		return -EINVAL;
 	pthread_mutex_lock(&c->dlock);
-	if (token <= c->det_base || token - c->det_base > c->nr_det ||
-	    c->det[token - c->det_base - 1].done) {
+	d = det_live_op(c, token);
+	if (!d) {
 		pthread_mutex_unlock(&c->dlock);
 		return -EINVAL;
 	}
-	d = &c->det[token - c->det_base - 1];
 	for (uint32_t i = d->first; i <= d->end; i++)
 		if (i < c->nacc_ev)
 			tc_hev_signal(c->dev, &c->accev[i].h, tc_hev_latest(c->dev, &c->accev[i].h));

@@ -17,6 +17,23 @@
 		}                                                             \
 	} while (0)
 
+/* A kernel that spins for cycles: work queued ahead of the test's. */
+static __global__ void gpu_busy(long long cycles)
+{
+	long long t0 = clock64();
+
+	while (clock64() - t0 < cycles)
+		;
+}
+
+/* Writes p's n words as a pattern of v. */
+static __global__ void gpu_fill(uint32_t *p, uint64_t n, uint32_t v)
+{
+	for (uint64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
+	     i += (uint64_t)gridDim.x * blockDim.x)
+		p[i] = v ^ (uint32_t)(i * 2654435761u);
+}
+
 /* Exit 77 unless both cudart and libtencache see a GPU. */
 static inline struct tencache *gpu_setup(struct tencache_params *p)
 {

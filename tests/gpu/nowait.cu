@@ -13,21 +13,6 @@
 #define MiB (1ULL << 20)
 #define STEPS 4		/* one profiled, then planned */
 
-__global__ void busy(long long cycles)
-{
-	long long t0 = clock64();
-
-	while (clock64() - t0 < cycles)
-		;
-}
-
-__global__ void fill(uint32_t *p, uint64_t n, uint32_t v)
-{
-	for (uint64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
-	     i += (uint64_t)gridDim.x * blockDim.x)
-		p[i] = v ^ (uint32_t)(i * 2654435761u);
-}
-
 struct job {
 	struct tencache_cache *c;
 	uint64_t token, words;
@@ -83,8 +68,8 @@ int main(void)
 		/* backward: reads P, writes G, behind ~300 ms of other kernels */
 		T_EQ(tencache_acquire(c, P, TENCACHE_ACQ_READ, st, &pp), 0);
 		T_EQ(tencache_acquire(c, G, TENCACHE_ACQ_WRITE, st, &gp), 0);
-		busy<<<1, 1, 0, st>>>((long long)clk * 300);
-		fill<<<64, 256, 0, st>>>((uint32_t *)gp, B / 4, 1000 + s);
+		gpu_busy<<<1, 1, 0, st>>>((long long)clk * 300);
+		gpu_fill<<<64, 256, 0, st>>>((uint32_t *)gp, B / 4, 1000 + s);
 		CK(cudaGetLastError());
 		T_EQ(tencache_release(c, P, st, 0), 0);
 		T_EQ(tencache_release(c, G, st, 0), 0);

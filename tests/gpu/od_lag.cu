@@ -12,21 +12,6 @@
 
 #define MiB (1ULL << 20)
 
-__global__ void busy(long long cycles)
-{
-	long long t0 = clock64();
-
-	while (clock64() - t0 < cycles)
-		;
-}
-
-__global__ void fill(uint32_t *p, uint64_t n, uint32_t v)
-{
-	for (uint64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
-	     i += (uint64_t)gridDim.x * blockDim.x)
-		p[i] = v ^ (uint32_t)(i * 2654435761u);
-}
-
 int main(void)
 {
 	struct tencache_params tp = {};
@@ -55,8 +40,8 @@ int main(void)
 		/* backward: reads P, writes G, behind ~300 ms of other kernels */
 		T_EQ(tencache_acquire(c, P, TENCACHE_ACQ_READ, st, &pp), 0);
 		T_EQ(tencache_acquire(c, G, TENCACHE_ACQ_WRITE, st, &gp), 0);
-		busy<<<1, 1, 0, st>>>((long long)clk * 300);
-		fill<<<64, 256, 0, st>>>((uint32_t *)gp, B / 4, 1000 + s);
+		gpu_busy<<<1, 1, 0, st>>>((long long)clk * 300);
+		gpu_fill<<<64, 256, 0, st>>>((uint32_t *)gp, B / 4, 1000 + s);
 		CK(cudaGetLastError());
 		T_EQ(tencache_release(c, P, st, 0), 0);
 		T_EQ(tencache_release(c, G, st, 0), 0);
