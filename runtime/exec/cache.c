@@ -2072,6 +2072,17 @@ static int acquire(struct tencache_cache *c, int id, unsigned flags, void *strea
 }
 
 /*
+ * The open host op's deferred waits (TENCACHE_ACQ_NOWAIT) are queued on
+ * rstream: queue the signal of ready_h's next instance, *inst, after them.
+ */
+static int ready_signal(struct tencache_cache *c, uint64_t *inst)
+{
+	c->op_deferred = 0;
+	*inst = tc_hev_arm(c->dev, &c->ready_h);
+	return c->dev->ops->signal_host(c->dev, c->rstream, &c->ready_h, *inst);
+}
+
+/*
  * The op's compute is queued: record its end for every access of the op. A
  * detached host op's end is armed here and signalled by tencache_op_done.
  */
@@ -2088,10 +2099,9 @@ static int op_close(struct tencache_cache *c, void *s, uint64_t compute_ns, int 
 	}
 	if (c->op_host) {
 		if (!detach && c->op_deferred) {	/* released, not detached */
-			uint64_t inst = tc_hev_arm(c->dev, &c->ready_h);
+			uint64_t inst;
 
-			c->op_deferred = 0;
-			ret = c->dev->ops->signal_host(c->dev, c->rstream, &c->ready_h, inst);
+			ret = ready_signal(c, &inst);
 			if (ret)
 				return ret;
 			tc_hev_wait(c->dev, &c->ready_h, inst);
@@ -2220,11 +2230,8 @@ static int op_detach(struct tencache_cache *c, uint64_t *token)
 	if (ret)
 		return ret;
 	ret = op_close(c, NULL, 0, 1);
-	if (!ret && c->op_deferred) {	/* its runner waits for this one */
-		ready = tc_hev_arm(c->dev, &c->ready_h);
-		ret = c->dev->ops->signal_host(c->dev, c->rstream, &c->ready_h, ready);
-	}
-	c->op_deferred = 0;
+	if (!ret && c->op_deferred)	/* its runner waits for this one */
+		ret = ready_signal(c, &ready);
 	if (ret)
 		return ret;
 	c->op_open = 2;

@@ -66,7 +66,7 @@ sys.exit(1 if bad else 0)
 PY
 
 # bad input: refused with exit 2 and a message, before any work
-for args in "--overlap --gpu-adam" "--overlap-layers x" "--overlap-layers -1"; do
+for args in "--overlap --gpu-adam" "--overlap-layers x" "--overlap-layers -1" "--no-defer"; do
 	# shellcheck disable=SC2086
 	refused "overlap" replay --host --layers 4 --vocab 2048 --batch 1 $args
 done
