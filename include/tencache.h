@@ -590,6 +590,8 @@ struct tencache_cache_stats {
 	/* host acquires (TENCACHE_ACQ_NOWAIT) whose waits went to the op's
 	 * tencache_op_wait: copies still in flight when the caller asked */
 	uint64_t deferred_waits;
+	/* plans whose pinned ranges were laid out ahead (NVMe tier) */
+	uint64_t pinned_layouts;
 };
 
 TENCACHE_API int tencache_cache_create(struct tencache *tc, struct tencache_cache **cp,

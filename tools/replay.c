@@ -94,6 +94,7 @@ struct result {
 	bool plan_laid_out;		/* the plan running at the end was the planner's layout */
 	unsigned warmup;		/* warm-up steps run (more while plan_trying) */
 	uint64_t plan_trials;		/* the cache's timed picks of its plans */
+	uint64_t pinned_layouts;	/* plans whose pinned ranges were laid out */
 	uint64_t exec_plan_gpu;		/* the GPU bytes the cache's plan was made for */
 	double exec_plan_hit;		/* that plan's hit rate */
 	double exec_plan_hit_bytes;	/* of the bytes read */
@@ -1123,6 +1124,7 @@ static int run_policy(struct tencache *tc, const struct opts *o, const struct tc
 	r->planner_layouts = s1.planner_layouts;
 	r->plan_laid_out = s1.plan_laid_out;
 	r->plan_trials = s1.plan_trials;
+	r->pinned_layouts = s1.pinned_layouts;
 	r->warmup = warm;
 	r->gpu_peak = s1.gpu_bytes_peak;
 	r->exec_plan_gpu = s1.plan_gpu_bytes;
@@ -1377,6 +1379,7 @@ static cJSON *result_json(int argc, char **argv, const struct opts *o,
 			cJSON_AddNumberToObject(p, "plan_fallbacks", (double)r->plan_fallbacks);
 			cJSON_AddNumberToObject(p, "planner_layouts", (double)r->planner_layouts);
 			cJSON_AddNumberToObject(p, "plan_trials", (double)r->plan_trials);
+			cJSON_AddNumberToObject(p, "pinned_layouts", (double)r->pinned_layouts);
 			cJSON_AddNumberToObject(p, "warmup_steps", r->warmup);
 			cJSON_AddNumberToObject(p, "exec_plan_gpu_bytes", (double)r->exec_plan_gpu);
 			cJSON_AddNumberToObject(p, "exec_plan_hit_rate", r->exec_plan_hit);

@@ -62,10 +62,16 @@ int tc_exec_galloc(struct tencache_cache *c, uint32_t id)
 }
 
 static int palloc(struct tencache_cache *c, struct tc_tstate *t);
+static int palloc_at(struct tencache_cache *c, struct tc_tstate *t, int64_t off);
 
 int tc_exec_palloc(struct tencache_cache *c, uint32_t id)
 {
 	return palloc(c, &c->t[id]);
+}
+
+int tc_exec_palloc_start(struct tencache_cache *c, uint32_t id)
+{
+	return c->start_poff ? palloc_at(c, &c->t[id], c->start_poff[id]) : 0;
 }
 
 /*
@@ -248,6 +254,42 @@ static int palloc(struct tencache_cache *c, struct tc_tstate *t)
 		return ret;
 	}
 	t->poff = (char *)ptr - c->pbase;
+	return 0;
+}
+
+/*
+ * At the plan's pinned offset (setup.c pinned_place): its last occupant's
+ * deferred free may still wait for that value's copies. A range still
+ * taken is a fault of the layout: the plan stops as for fragmentation and
+ * best fit places from then on.
+ */
+static int palloc_at(struct tencache_cache *c, struct tc_tstate *t, int64_t off)
+{
+	int ret;
+
+	if (t->poff >= 0)
+		return 0;
+	if (off < 0)
+		return palloc(c, t);
+	for (;;) {
+		ret = tencache_arena_alloc_at(tencache_pool_arena(c->pool), t->bytes,
+					      (uint64_t)off);
+		if (ret != -EBUSY)
+			break;
+		ret = complete_one_free(c, 0);
+		if (ret == -ENOENT)
+			ret = -EBUSY;
+		if (ret)
+			break;
+	}
+	if (ret) {
+		tc_err(c->tc, "cache: the plan's pinned range at %lld (%llu bytes) is not free at access %u (%s); placing by best fit from now on",
+		       (long long)off, (unsigned long long)t->bytes, c->pos, strerror(-ret));
+		c->playout_failed = 1;
+		c->pinned_enomem = 1;
+		return -ENOMEM;
+	}
+	t->poff = off;
 	return 0;
 }
 
@@ -1253,7 +1295,7 @@ static int issue_op(struct tencache_cache *c, uint32_t k)
 		t->valid &= ~TC_V_GPU;
 		break;
 	case TC_OP_STAGE_IN:
-		ret = palloc(c, t);
+		ret = c->op_poff ? palloc_at(c, t, c->op_poff[k]) : palloc(c, t);
 		ret = ret ?: stage_push(c, e, 0, t, op->tensor, deps, op->nr_deps);
 		if (!ret)
 			t->valid |= TC_V_PINNED;
@@ -1263,7 +1305,7 @@ static int issue_op(struct tencache_cache *c, uint32_t k)
 		 * Done when its dependencies are (the pinned users before it):
 		 * later ops wait for it in their place.
 		 */
-		ret = palloc(c, t);
+		ret = c->op_poff ? palloc_at(c, t, c->op_poff[k]) : palloc(c, t);
 		ret = ret ?: defer_free(c, e, 0, TC_NO_FREE, deps, op->nr_deps);
 		break;
 	case TC_OP_STAGE_OUT:

@@ -188,6 +188,10 @@ struct tencache_cache {
 	/* a static GPU layout (setup.c plan_place), or NULL: the arena places */
 	int64_t *op_goff;		/* per plan op: FETCH/ALLOC offset, else -1 */
 	int64_t *start_goff;		/* per tensor: its offset in the start set */
+	/* the same for the pinned pool with an NVMe tier (setup.c pinned_place) */
+	int64_t *op_poff;		/* per plan op: STAGE_IN/PALLOC offset, else -1 */
+	int64_t *start_poff;
+	int playout_failed;		/* a pinned range was not free: best fit from now on */
 	uint32_t nr, cap;
 	struct tc_tstate *t;
 	uint64_t tick;
@@ -365,6 +369,8 @@ int tc_exec_stage_sync(struct tencache_cache *c, uint32_t id, int write);
 int tc_exec_galloc(struct tencache_cache *c, uint32_t id);
 void tc_exec_sorder_forget(struct tencache_cache *c);
 int tc_exec_palloc(struct tencache_cache *c, uint32_t id);
+/* Pinned space for a value of the plan's start set (at its laid-out place). */
+int tc_exec_palloc_start(struct tencache_cache *c, uint32_t id);
 int tc_exec_prof_resolve(struct tencache_cache *c);
 int tc_exec_gpu_resolve(struct tencache_cache *c);
 void *tc_exec_stage_main(void *arg);

@@ -358,7 +358,9 @@ static void free_plan_events(struct tencache_cache *c)
 	tc_exec_wait_detached(c);	/* they signal these events */
 	free(c->op_goff);
 	free(c->start_goff);
-	c->op_goff = c->start_goff = NULL;
+	free(c->op_poff);
+	free(c->start_poff);
+	c->op_goff = c->start_goff = c->op_poff = c->start_poff = NULL;
 	for (uint32_t k = 0; c->opev && k < c->plan.nr_ops; k++)
 		xev_fini(c, &c->opev[k]);
 	for (uint32_t i = 0; c->accev && i < c->nacc_ev; i++)
@@ -442,6 +444,7 @@ struct tc_res {
 	uint64_t len, off;
 	uint32_t tensor;
 	int dead;		/* a start residency merged into the step's last */
+	int fixed;		/* placed already (pinned for good): off is its own */
 };
 
 static int res_overlap(const struct tc_res *a, const struct tc_res *b, uint64_t T)
@@ -460,6 +463,8 @@ static int res_by_size(const void *x, const void *y, void *arg)
 	const struct tc_res *r = arg;
 	const struct tc_res *a = &r[*(const uint32_t *)x], *b = &r[*(const uint32_t *)y];
 
+	if (a->fixed != b->fixed)
+		return a->fixed ? -1 : 1;
 	if (a->len != b->len)
 		return a->len > b->len ? -1 : 1;
 	if (a->e - a->s != b->e - b->s)
@@ -486,6 +491,8 @@ static int res_by_start(const void *x, const void *y, void *arg)
 	const struct tc_res *r = arg;
 	const struct tc_res *a = &r[*(const uint32_t *)x], *b = &r[*(const uint32_t *)y];
 
+	if (a->fixed != b->fixed)
+		return a->fixed ? -1 : 1;
 	if (a->len != b->len)
 		return a->len > b->len ? -1 : 1;
 	if (a->s != b->s)
@@ -495,11 +502,11 @@ static int res_by_start(const void *x, const void *y, void *arg)
 
 /*
  * First fit of the residencies in order: each at the lowest offset free of
- * those placed before it that overlap it in time. 1: all within the budget;
- * 0: not (pf, if given, says where).
+ * those placed before it that overlap it in time (fixed ones come first and
+ * keep theirs). 1: all within cap bytes; 0: not (pf, if given, says where).
  */
-static int place_order(struct tencache_cache *c, const struct tc_plan *pl, struct tc_res *r,
-		       uint32_t nres, const uint32_t *order, uint64_t *busy, uint64_t T,
+static int place_order(const struct tc_plan *pl, struct tc_res *r, uint32_t nres,
+		       const uint32_t *order, uint64_t *busy, uint64_t T, uint64_t cap,
 		       struct place_fail *pf)
 {
 	for (uint32_t n = 0; n < nres; n++) {
@@ -507,7 +514,7 @@ static int place_order(struct tencache_cache *c, const struct tc_plan *pl, struc
 		uint32_t nb = 0;
 		uint64_t at = 0;
 
-		if (x->dead)
+		if (x->dead || x->fixed)
 			continue;
 		for (uint32_t m = 0; m < n; m++) {
 			const struct tc_res *y = &r[order[m]];
@@ -522,13 +529,13 @@ static int place_order(struct tencache_cache *c, const struct tc_plan *pl, struc
 			if (busy[2 * b] + busy[2 * b + 1] > at)
 				at = busy[2 * b] + busy[2 * b + 1];
 		x->off = at;
-		if (at + x->len > c->p.gpu_budget) {
+		if (at + x->len > cap) {
 			if (pf) {	/* op k is at time k + 1, the step's start at 0 */
 				uint64_t s0 = x->s % T, e0 = x->e % T;
 
 				pf->from = s0 ? pl->ops[s0 - 1].pos : 0;
 				pf->to = e0 ? pl->ops[e0 - 1].pos : pl->nr_acc - 1;
-				pf->over = at + x->len - c->p.gpu_budget;
+				pf->over = at + x->len - cap;
 			}
 			return 0;
 		}
@@ -536,11 +543,31 @@ static int place_order(struct tencache_cache *c, const struct tc_plan *pl, struc
 	return 1;
 }
 
-static int plan_place(struct tencache_cache *c, const struct tc_plan *pl, struct place_fail *pf)
+/* What a tier's residencies are made of, for lay_out. */
+struct tier_layout {
+	const uint8_t *start;		/* per tensor: bit0 resident at the start */
+	uint8_t open[2], close;		/* op kinds that begin / end a residency */
+	int pinned;			/* values pinned for good keep their place */
+	uint64_t align, cap;
+};
+
+/*
+ * Every residency of a tier (a tensor's from an op that opens it to one that
+ * closes it, on the step's circle: one resident across the step's end
+ * continues into the next step's start set) gets an offset below cap, by
+ * first fit in size order (two orders tried). 1 with *op_off (per op: its
+ * offset where it opens a residency, else -1) and *start_off (per tensor:
+ * its offset in the start set, else -1) set; 0 when they do not fit, or the
+ * plan's ops do not pair up; -ENOMEM.
+ */
+static int lay_out(struct tencache_cache *c, const struct tc_plan *pl,
+		   const struct tier_layout *tl, int64_t **op_off, int64_t **start_off,
+		   struct place_fail *pf)
 {
 	uint64_t T = (uint64_t)pl->nr_ops + 1;	/* the start set at 0, op k at k + 1 */
 	uint32_t nres = 0, *order = NULL, *op_res = NULL;
 	int32_t *open = NULL, *startres = NULL;
+	int64_t *oo = NULL, *so = NULL;
 	uint64_t *busy = NULL;
 	struct tc_res *r = NULL;
 	int fits = 0, placed = 0, ret = -ENOMEM;
@@ -554,7 +581,12 @@ static int plan_place(struct tencache_cache *c, const struct tc_plan *pl, struct
 	ret = 0;
 	for (uint32_t t = 0; t < c->nr; t++) {
 		open[t] = startres[t] = -1;
-		if (pl->start_gpu[t] & 1) {
+		if (tl->pinned && c->t[t].pinned_home) {	/* there all along */
+			if (c->t[t].poff < 0)
+				goto out;
+			r[nres++] = (struct tc_res){ .s = 0, .e = T, .tensor = t, .fixed = 1,
+						     .off = (uint64_t)c->t[t].poff };
+		} else if (tl->start[t] & 1) {
 			r[nres] = (struct tc_res){ .s = 0, .tensor = t };
 			open[t] = startres[t] = (int32_t)nres++;
 		}
@@ -564,13 +596,15 @@ static int plan_place(struct tencache_cache *c, const struct tc_plan *pl, struct
 		uint32_t t = op->tensor;
 
 		op_res[k] = UINT32_MAX;
-		if (op->kind == TC_OP_FETCH || op->kind == TC_OP_ALLOC) {
+		if (tl->pinned && c->t[t].pinned_home)
+			continue;
+		if (op->kind == tl->open[0] || op->kind == tl->open[1]) {
 			if (open[t] >= 0)
 				goto out;	/* not a checked plan */
 			r[nres] = (struct tc_res){ .s = k + 1, .tensor = t };
 			op_res[k] = nres;
 			open[t] = (int32_t)nres++;
-		} else if (op->kind == TC_OP_DROP) {
+		} else if (op->kind == tl->close) {
 			if (open[t] < 0)
 				goto out;
 			r[open[t]].e = k + 1;
@@ -593,7 +627,7 @@ static int plan_place(struct tencache_cache *c, const struct tc_plan *pl, struct
 		}
 	}
 	for (uint32_t i = 0; i < nres; i++)
-		r[i].len = TC_ALIGN_UP(c->t[r[i].tensor].bytes, 256);
+		r[i].len = TC_ALIGN_UP(c->t[r[i].tensor].bytes, tl->align);
 	order = malloc(nres * sizeof(*order));
 	busy = malloc(2 * (size_t)nres * sizeof(*busy));
 	if (!order || !busy) {
@@ -606,30 +640,30 @@ static int plan_place(struct tencache_cache *c, const struct tc_plan *pl, struct
 		for (uint32_t i = 0; i < nres; i++)
 			order[i] = i;
 		qsort_r(order, nres, sizeof(*order), pass ? res_by_start : res_by_size, r);
-		placed = place_order(c, pl, r, nres, order, busy, T, pass ? NULL : pf);
+		placed = place_order(pl, r, nres, order, busy, T, tl->cap, pass ? NULL : pf);
 	}
 	if (!placed)
 		goto out;	/* ret 0: does not fit */
-	c->op_goff = malloc(((size_t)pl->nr_ops + 1) * sizeof(*c->op_goff));
-	c->start_goff = malloc(((size_t)c->nr + 1) * sizeof(*c->start_goff));
-	if (!c->op_goff || !c->start_goff) {
+	oo = malloc(((size_t)pl->nr_ops + 1) * sizeof(*oo));
+	so = malloc(((size_t)c->nr + 1) * sizeof(*so));
+	if (!oo || !so) {
 		ret = -ENOMEM;
 		goto out;
 	}
 	for (uint32_t k = 0; k < pl->nr_ops; k++)
-		c->op_goff[k] = op_res[k] == UINT32_MAX ? -1 : (int64_t)r[op_res[k]].off;
+		oo[k] = op_res[k] == UINT32_MAX ? -1 : (int64_t)r[op_res[k]].off;
 	for (uint32_t t = 0; t < c->nr; t++) {
-		c->start_goff[t] = -1;
+		so[t] = -1;
 		if (startres[t] >= 0)	/* merged: the step's last residency's place */
-			c->start_goff[t] = (int64_t)r[r[startres[t]].dead ? open[t] : startres[t]].off;
+			so[t] = (int64_t)r[r[startres[t]].dead ? open[t] : startres[t]].off;
 	}
+	*op_off = oo;
+	*start_off = so;
+	oo = so = NULL;
 	fits = 1;
 out:
-	if (!fits) {
-		free(c->op_goff);
-		free(c->start_goff);
-		c->op_goff = c->start_goff = NULL;
-	}
+	free(oo);
+	free(so);
 	free(r);
 	free(op_res);
 	free(open);
@@ -637,6 +671,51 @@ out:
 	free(order);
 	free(busy);
 	return ret < 0 ? ret : fits;
+}
+
+/* The GPU arena's layout (c->op_goff, c->start_goff). */
+static int plan_place(struct tencache_cache *c, const struct tc_plan *pl, struct place_fail *pf)
+{
+	const struct tier_layout tl = {
+		.start = pl->start_gpu, .open = { TC_OP_FETCH, TC_OP_ALLOC },
+		.close = TC_OP_DROP, .align = 256, .cap = c->p.gpu_budget,
+	};
+
+	return lay_out(c, pl, &tl, &c->op_goff, &c->start_goff, pf);
+}
+
+/*
+ * The pinned pool's layout for a plan with an NVMe tier (c->op_poff,
+ * c->start_poff), made once the values pinned for good have their places:
+ * the staged values' ranges come and go around them, and best fit as they
+ * come fragmented the pool at OPT-13B's sizes (1 GiB embeddings among
+ * 100-400 MiB layer tensors): the plan stopped mid-step and planned again
+ * with room, step after step. Within the whole pool (the budget and the
+ * largest tensor's room). 1: laid out; 0: they do not fit; -ENOENT: not
+ * tried (no NVMe tier, or a layout failed before); -ENOMEM. Else best fit
+ * places them as they come.
+ */
+static int pinned_place(struct tencache_cache *c)
+{
+	struct tencache_pool_info pi;
+	struct tier_layout tl = {
+		.start = c->plan.start_pinned, .open = { TC_OP_STAGE_IN, TC_OP_PALLOC },
+		.close = TC_OP_PDROP, .pinned = 1, .align = 4096,
+	};
+	int ret;
+
+	free(c->op_poff);
+	free(c->start_poff);
+	c->op_poff = c->start_poff = NULL;
+	if (!c->swap || c->playout_failed || tencache_pool_info(c->pool, &pi))
+		return -ENOENT;
+	tl.cap = pi.size;
+	ret = lay_out(c, &c->plan, &tl, &c->op_poff, &c->start_poff, NULL);
+	if (ret > 0) {
+		c->st.pinned_layouts++;
+		tc_info(c->tc, "cache: the plan's pinned ranges laid out ahead");
+	}
+	return ret;
 }
 
 /*
@@ -1225,7 +1304,7 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 		 * plan again with room (each try keeps 1/16 more out) */
 		c->planned = 0;
 		c->pfrag_slack += c->p.pinned_budget / 16;
-		tc_info(c->tc, "cache: pinned memory fragmented loading the plan's start; planning again with room");
+		tc_info(c->tc, "cache: the plan's pinned ranges do not fit the pool as laid out, or it fragmented loading the plan's start; planning again with room");
 		return tc_exec_enter_plan(c);
 	}
 	if (ret == -ENOMEM) {
@@ -1322,8 +1401,14 @@ int tc_exec_load_start(struct tencache_cache *c)
 	int ret = values_home(c) ?: gpu_arena_new(c, c->ghist, c->nr_ghist);
 
 	for (uint32_t i = 0; i < c->nr && !ret; i++)
-		if (c->t[i].pinned_home || (c->plan.start_pinned[i] & 1))
+		if (c->t[i].pinned_home)
 			ret = tc_exec_od_to_pinned(c, i);
+	/* no layout: plan again with room (enter_plan), as for a start set
+	 * that does not fit, while it may; mid-step it would cost a step */
+	if (!ret && !pinned_place(c) && c->pfrag_slack < c->p.pinned_budget / 2) {
+		c->pinned_enomem = 1;
+		return -ENOMEM;
+	}
 	/* in tensor order: the plan's allocations were checked in this order */
 	for (uint32_t i = 0; i < c->nr && !ret; i++) {
 		struct tc_tstate *t = &c->t[i];
@@ -1334,7 +1419,9 @@ int tc_exec_load_start(struct tencache_cache *c)
 		ret = tc_exec_galloc(c, i);
 		if (ret || !t->valid)
 			continue;	/* no value yet: space only */
-		if (!(t->valid & TC_V_PINNED)) {	/* on NVMe only */
+		if (c->plan.start_pinned[i] & 1)
+			ret = tc_exec_palloc_start(c, i);
+		if (!ret && !(t->valid & TC_V_PINNED)) {	/* on NVMe only */
 			ret = tc_exec_od_to_pinned(c, i);
 			staged = 1;
 		}
@@ -1346,6 +1433,11 @@ int tc_exec_load_start(struct tencache_cache *c)
 			t->valid &= ~TC_V_PINNED;
 		}
 	}
+	/* the pinned start set, at its places: the GPU's bounced through
+	 * pinned memory before it, through space these may take */
+	for (uint32_t i = 0; i < c->nr && !ret; i++)
+		if (!c->t[i].pinned_home && (c->plan.start_pinned[i] & 1))
+			ret = tc_exec_palloc_start(c, i) ?: tc_exec_od_to_pinned(c, i);
 	return ret ?: tc_exec_quiesce(c);
 }
 

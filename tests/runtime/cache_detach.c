@@ -52,8 +52,28 @@ struct job {
 	uint64_t token;
 	uint32_t *ptr;
 	int id, stale, done_ret, running;
+	uint64_t seq;
 	pthread_t th;
 };
+
+/*
+ * The ops run one at a time in the order they were detached, as a trainer's
+ * optimizer worker runs them (and as the cache learns them: an op's time
+ * starts at the previous one's end). Threads of their own would finish out
+ * of order on a loaded machine, and the first learnt time fall under its
+ * sleep.
+ */
+static pthread_mutex_t turn_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t turn_cond = PTHREAD_COND_INITIALIZER;
+static uint64_t turn, turn_next;
+
+static void turn_end(void)
+{
+	pthread_mutex_lock(&turn_lock);
+	turn++;
+	pthread_cond_broadcast(&turn_cond);
+	pthread_mutex_unlock(&turn_lock);
+}
 
 /* The host op, on its own thread: late on purpose, then rewrite and done. */
 static void *host_op(void *arg)
@@ -61,11 +81,16 @@ static void *host_op(void *arg)
 	struct job *j = arg;
 	struct timespec ts = { 0, 3 * 1000 * 1000 };
 
+	pthread_mutex_lock(&turn_lock);
+	while (turn != j->seq)
+		pthread_cond_wait(&turn_cond, &turn_lock);
+	pthread_mutex_unlock(&turn_lock);
 	nanosleep(&ts, NULL);
 	j->stale = !check(j->ptr, j->id);
 	version[j->id]++;
 	fill(j->ptr, j->id);
 	j->done_ret = tencache_op_done(j->c, j->token);
+	turn_end();
 	return NULL;
 }
 
@@ -139,9 +164,11 @@ static int start_job(struct tencache_cache *c, struct job *j, int id)
 	if (ret)
 		return ret;
 	j->ptr = h;
+	j->seq = turn_next++;
 	j->running = !pthread_create(&j->th, NULL, host_op, j);
 	if (!j->running) {
 		tencache_op_done(c, j->token);
+		turn_end();
 		return -EAGAIN;
 	}
 	return 0;
