@@ -706,23 +706,32 @@ struct tc_sjob {
 	uint64_t dep_inst[];
 };
 
-void *tc_exec_stage_main(void *arg)
+/*
+ * A staging worker: its queue's jobs in order, each after its dependencies.
+ * Reads and writes have a worker each: a write-back waits for the op that
+ * last wrote the value (a detached CPU Adam's, on the optimizer states), and
+ * one queue held the next ops' reads behind it, so NVMe reads and writes
+ * never overlapped. Jobs depend only on ops issued before them (the
+ * latest instance at push), so the two cannot wait for each other in a
+ * circle.
+ */
+static void *stage_main(struct tencache_cache *c, int w)
 {
-	struct tencache_cache *c = arg;
+	struct tencache_stage *stage = w ? c->wstage : c->stage;
 	struct tc_sjob *j;
 
 	for (;;) {
 		pthread_mutex_lock(&c->slock);
-		while (!c->shead && !c->sexit)
+		while (!c->shead[w] && !c->sexit)
 			pthread_cond_wait(&c->scond, &c->slock);
-		if (!c->shead) {
+		if (!c->shead[w]) {
 			pthread_mutex_unlock(&c->slock);
 			return NULL;
 		}
-		j = c->shead;
-		c->shead = j->next;
-		if (!c->shead) {
-			c->stail = NULL;
+		j = c->shead[w];
+		c->shead[w] = j->next;
+		if (!c->shead[w]) {
+			c->stail[w] = NULL;
 			pthread_cond_broadcast(&c->scond);	/* quiesce waits for empty */
 		}
 		pthread_mutex_unlock(&c->slock);
@@ -742,13 +751,13 @@ void *tc_exec_stage_main(void *arg)
 		{
 			struct tencache_stage_cqe cqe;
 			int ret = j->write ?
-				tencache_stage_write(c->stage, c->nvme_fd, j->buf, j->len, j->off, 0, 0) :
-				tencache_stage_read(c->stage, c->nvme_fd, j->buf, j->len, j->off, 0, 0);
+				tencache_stage_write(stage, c->nvme_fd, j->buf, j->len, j->off, 0, 0) :
+				tencache_stage_read(stage, c->nvme_fd, j->buf, j->len, j->off, 0, 0);
 
 			if (!ret)
-				ret = tencache_stage_submit(c->stage);
+				ret = tencache_stage_submit(stage);
 			while (ret >= 0) {
-				ret = tencache_stage_wait(c->stage, 1, &cqe, 1, 0);
+				ret = tencache_stage_wait(stage, 1, &cqe, 1, 0);
 				if (ret == 1) {
 					if (cqe.res < 0)
 						ret = (int)cqe.res;
@@ -769,6 +778,16 @@ void *tc_exec_stage_main(void *arg)
 		tc_hev_signal(c->dev, &j->ev->h, j->inst);
 		free(j);
 	}
+}
+
+void *tc_exec_stage_reader(void *arg)
+{
+	return stage_main(arg, 0);
+}
+
+void *tc_exec_stage_writer(void *arg)
+{
+	return stage_main(arg, 1);
 }
 
 static int stage_push(struct tencache_cache *c, struct tc_xev *e, int write,
@@ -814,11 +833,11 @@ static int stage_push(struct tencache_cache *c, struct tc_xev *e, int write,
 	}
 	j->inst = tc_hev_arm(c->dev, &e->h);
 	pthread_mutex_lock(&c->slock);
-	if (c->stail)
-		c->stail->next = j;
+	if (c->stail[write])
+		c->stail[write]->next = j;
 	else
-		c->shead = j;
-	c->stail = j;
+		c->shead[write] = j;
+	c->stail[write] = j;
 	pthread_cond_broadcast(&c->scond);
 	pthread_mutex_unlock(&c->slock);
 	return 0;
@@ -1631,7 +1650,7 @@ int tc_exec_drain(struct tencache_cache *c)
 	/* deferred waits of host ops: of the copies above */
 	ret = ret ?: c->dev->ops->stream_sync(c->dev, c->rstream);
 	pthread_mutex_lock(&c->slock);
-	while (c->shead)
+	while (c->shead[0] || c->shead[1])
 		pthread_cond_wait(&c->scond, &c->slock);
 	pthread_mutex_unlock(&c->slock);
 	/* the worker signals after each job: wait for the last one too */

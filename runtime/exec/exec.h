@@ -226,12 +226,17 @@ struct tencache_cache {
 	double duplex_bw;	/* H2D + D2H both at once; 0: the planner's figure */
 	uint64_t plan_gpu_bytes;	/* the GPU bytes the plan was made for */
 
-	/* staging worker */
-	pthread_t sthread;
-	int sthread_on, sexit;
+	/*
+	 * Staging workers, one per direction ([0] reads, [1] writes), each
+	 * with a queue and a ring of its own ([0] is c->stage, which the
+	 * caller's synchronous transfers share while the workers are idle)
+	 */
+	pthread_t sthread[2];
+	int sthread_on, sexit;		/* workers started */
 	pthread_mutex_t slock;
 	pthread_cond_t scond;
-	struct tc_sjob *shead, *stail;
+	struct tc_sjob *shead[2], *stail[2];
+	struct tencache_stage *wstage;	/* the writer's */
 	int stage_err;
 
 	/* profile and plan */
@@ -373,7 +378,8 @@ int tc_exec_palloc(struct tencache_cache *c, uint32_t id);
 int tc_exec_palloc_start(struct tencache_cache *c, uint32_t id);
 int tc_exec_prof_resolve(struct tencache_cache *c);
 int tc_exec_gpu_resolve(struct tencache_cache *c);
-void *tc_exec_stage_main(void *arg);
+void *tc_exec_stage_reader(void *arg);
+void *tc_exec_stage_writer(void *arg);
 
 /*
  * Test hooks (cache.c; tests/runtime/cache_lag.c, linked statically): not

@@ -246,6 +246,7 @@ int tc_exec_freeze(struct tencache_cache *c)
 		ret = tencache_swap_create(c->tc, &c->swap, c->p.nvme_path, c->p.nvme_budget,
 					   NULL, 0);
 		ret = ret ?: tencache_stage_create(c->tc, c->pool, &c->stage);
+		ret = ret ?: tencache_stage_create(c->tc, c->pool, &c->wstage);
 		if (ret)
 			goto fail;
 		c->nvme_fd = tencache_swap_fd(c->swap);
@@ -277,10 +278,14 @@ int tc_exec_freeze(struct tencache_cache *c)
 	if (ret)
 		goto fail;
 	if (c->swap) {
-		ret = pthread_create(&c->sthread, NULL, tc_exec_stage_main, c) ? -EAGAIN : 0;
+		ret = pthread_create(&c->sthread[0], NULL, tc_exec_stage_reader, c) ? -EAGAIN : 0;
 		if (ret)
 			goto fail;
 		c->sthread_on = 1;
+		ret = pthread_create(&c->sthread[1], NULL, tc_exec_stage_writer, c) ? -EAGAIN : 0;
+		if (ret)
+			goto fail;
+		c->sthread_on = 2;
 	}
 	/* without NVMe every tensor lives in pinned memory, zero at first:
 	 * allocated in order, then zeroed at once by several threads */
@@ -1573,7 +1578,8 @@ void tencache_cache_destroy(struct tencache_cache *c)
 		c->sexit = 1;
 		pthread_cond_broadcast(&c->scond);
 		pthread_mutex_unlock(&c->slock);
-		pthread_join(c->sthread, NULL);
+		for (int w = 0; w < c->sthread_on; w++)
+			pthread_join(c->sthread[w], NULL);
 	}
 	if (c->dev) {
 		free_plan_events(c);
@@ -1620,6 +1626,8 @@ void tencache_cache_destroy(struct tencache_cache *c)
 	tc_trace_free(&c->trace);
 	if (c->stage)
 		tencache_stage_destroy(c->stage);
+	if (c->wstage)
+		tencache_stage_destroy(c->wstage);
 	if (c->swap)
 		tencache_swap_destroy(c->swap);
 	if (c->pool)
