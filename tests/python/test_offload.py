@@ -290,8 +290,14 @@ def compare_stock(name, model0, dtype, data, tl, tm):
     # noise-level gradients (mathematically ~0) by their own size: there a
     # tiny change of the weights changes the update by a fraction of lr, so
     # single weights can move by ~0.1 * lr. Hence: the losses and the weights
-    # as a whole (relative L2), not each weight.
-    tap(dl <= 1e-4 and rel <= 1e-4, f"{name}: within 1e-4 of stock torch AdamW (MKL sqrt)",
+    # as a whole (relative L2), not each weight. In bf16 compute such a move
+    # flips the bf16 rounding of the weights the forward uses and the runs
+    # drift apart: there the GPU suite's bf16 tolerance (losses 1e-3, weights
+    # 1e-2 rel L2). torch 2.15's stock AdamW lands 0.0059 rel L2 from its own
+    # exact-sqrt one here, which ours matches bit for bit (the check above).
+    tl_loss, tl_w = (1e-3, 1e-2) if dtype == torch.bfloat16 else (1e-4, 1e-4)
+    tap(dl <= tl_loss and rel <= tl_w,
+        f"{name}: within {tl_loss:g} (losses) and {tl_w:g} (weights, rel L2) of stock torch AdamW (MKL sqrt)",
         f"loss rel diff {dl:.3g}, weights rel L2 diff {rel:.3g}, max weight diff {dw:.3g}" +
         (" (bit-identical)" if dl == 0 and dw == 0 else ""))
 
