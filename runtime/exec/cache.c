@@ -267,10 +267,10 @@ static int palloc_at(struct tencache_cache *c, struct tc_tstate *t, int64_t off)
 {
 	int ret;
 
+	if (off < 0)	/* not laid out: best fit */
+		return palloc(c, t);
 	if (t->poff >= 0)
 		return 0;
-	if (off < 0)
-		return palloc(c, t);
 	for (;;) {
 		ret = tencache_arena_alloc_at(tencache_pool_arena(c->pool), t->bytes,
 					      (uint64_t)off);
@@ -1314,7 +1314,7 @@ static int issue_op(struct tencache_cache *c, uint32_t k)
 		t->valid &= ~TC_V_GPU;
 		break;
 	case TC_OP_STAGE_IN:
-		ret = c->op_poff ? palloc_at(c, t, c->op_poff[k]) : palloc(c, t);
+		ret = palloc_at(c, t, c->op_poff ? c->op_poff[k] : -1);
 		ret = ret ?: stage_push(c, e, 0, t, op->tensor, deps, op->nr_deps);
 		if (!ret)
 			t->valid |= TC_V_PINNED;
@@ -1324,7 +1324,7 @@ static int issue_op(struct tencache_cache *c, uint32_t k)
 		 * Done when its dependencies are (the pinned users before it):
 		 * later ops wait for it in their place.
 		 */
-		ret = c->op_poff ? palloc_at(c, t, c->op_poff[k]) : palloc(c, t);
+		ret = palloc_at(c, t, c->op_poff ? c->op_poff[k] : -1);
 		ret = ret ?: defer_free(c, e, 0, TC_NO_FREE, deps, op->nr_deps);
 		break;
 	case TC_OP_STAGE_OUT:
