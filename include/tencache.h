@@ -592,6 +592,9 @@ struct tencache_cache_stats {
 	uint64_t deferred_waits;
 	/* plans whose pinned ranges were laid out ahead (NVMe tier) */
 	uint64_t pinned_layouts;
+	/* what the links move both ways at once, as the plans used it, B/s:
+	 * H2D + D2H, and NVMe read + write (one disk); 0: taken as independent */
+	double duplex_bw[2];
 };
 
 TENCACHE_API int tencache_cache_create(struct tencache *tc, struct tencache_cache **cp,

@@ -99,6 +99,7 @@ struct result {
 	double exec_plan_hit;		/* that plan's hit rate */
 	double exec_plan_hit_bytes;	/* of the bytes read */
 	double link_bw[TC_LINK_NR];	/* the bandwidths the cache measured (or was given) */
+	double duplex_bw[2];		/* and both ways at once: PCIe, NVMe (0: independent) */
 	double decision_ns;		/* per acquire/release decision */
 	/* the planner's view */
 	int plan_err;
@@ -574,14 +575,31 @@ static void predict(const struct tc_trace *tr, const struct tc_plan_cfg *cfg, st
 	tc_plan_free(&pl);
 }
 
-/* max(compute, the busiest link's bytes / bandwidth) */
-static uint64_t bound_ns(uint64_t compute_ns, const uint64_t *bytes, const double *bw)
+/*
+ * max(compute, the busiest link's bytes / bandwidth), where a pair of links
+ * (H2D and D2H, NVMe read and write: one disk) counts as one too: both
+ * directions' bytes at the most the pair moves at any time, dx[pair] both
+ * at once or one alone (0: independent).
+ */
+static uint64_t bound_ns(uint64_t compute_ns, const uint64_t *bytes, const double *bw,
+			 const double *dx)
 {
 	uint64_t b = compute_ns;
 
 	for (int l = 0; l < TC_LINK_NR; l++)
 		if (bytes[l] && bw[l] > 0 && bytes[l] / bw[l] * 1e9 > b)
 			b = (uint64_t)(bytes[l] / bw[l] * 1e9);
+	for (int l = 0; l < TC_LINK_NR; l += 2) {
+		double top = dx[l / 2], t;
+
+		if (!(top > 0) || !(bw[l] > 0) || !(bw[l + 1] > 0))
+			continue;
+		top = top > bw[l] ? top : bw[l];
+		top = top > bw[l + 1] ? top : bw[l + 1];
+		t = (bytes[l] + bytes[l + 1]) / top * 1e9;
+		if (t > b)
+			b = (uint64_t)t;
+	}
 	return b;
 }
 
@@ -1129,6 +1147,7 @@ static int run_policy(struct tencache *tc, const struct opts *o, const struct tc
 	r->gpu_peak = s1.gpu_bytes_peak;
 	r->exec_plan_gpu = s1.plan_gpu_bytes;
 	memcpy(r->link_bw, s1.link_bw, sizeof(r->link_bw));
+	memcpy(r->duplex_bw, s1.duplex_bw, sizeof(r->duplex_bw));
 	r->exec_plan_hit = s1.plan_reads ? (double)s1.plan_hits / s1.plan_reads : 0;
 	r->exec_plan_hit_bytes = s1.plan_read_bytes ? (double)s1.plan_hit_bytes / s1.plan_read_bytes : 0;
 	if (s1.plan_gpu_bytes && s1.plan_laid_out)
@@ -1390,6 +1409,8 @@ static cJSON *result_json(int argc, char **argv, const struct opts *o,
 			x = cJSON_AddObjectToObject(p, "link_bw");	/* the bound's */
 			for (int l = 0; l < TC_LINK_NR; l++)
 				cJSON_AddNumberToObject(x, link_names[l], r->link_bw[l]);
+			cJSON_AddNumberToObject(x, "H2D+D2H", r->duplex_bw[0]);
+			cJSON_AddNumberToObject(x, "NVMe-rd+wr", r->duplex_bw[1]);
 			cJSON_AddNumberToObject(p, "step_over_bound",
 						r->bound_ns ? (double)r->step_mean_ns / r->bound_ns : 0);
 		}
@@ -1532,6 +1553,7 @@ int bench_replay(int argc, char **argv)
 	struct tencache_cache_params cp = { 0 };
 	struct result *res = NULL;
 	struct tc_plan_cfg pcfg;
+	double mdx[2];		/* the model's both-ways figures (the bound's) */
 	struct tc_trace tr;
 	struct tc_model m;
 	struct tencache *tc = NULL;
@@ -1676,6 +1698,8 @@ int bench_replay(int argc, char **argv)
 		printf("; pinned %s, NVMe %s at %s", b1, b2, o.nvme);
 	}
 	plan_cfg(&cp, bw, TC_POLICY_OURS, o.gen.opt_overlap, &pcfg);
+	mdx[0] = pcfg.duplex_bw;
+	mdx[1] = pcfg.nvme_duplex_bw;
 	printf("\n  links (GB/s): H2D %.1f, D2H %.1f (both at once %.1f in the model), NVMe read %.1f, "
 	       "write %.1f: %s\n", bw[0] / 1e9, bw[1] / 1e9, pcfg.duplex_bw / 1e9, bw[2] / 1e9,
 	       bw[3] / 1e9, bw_src);
@@ -1736,7 +1760,7 @@ int bench_replay(int argc, char **argv)
 				"(planned in %.0f ms)\n", pol_label(i), r->sim.step_ns / 1e6,
 				r->sim.stall_ns / 1e6, (now_ns() - t0) / 1e6);
 		if (!r->plan_err)
-			r->model_bound_ns = bound_ns(compute, r->sim.link_bytes, bw);
+			r->model_bound_ns = bound_ns(compute, r->sim.link_bytes, bw, mdx);
 		if (o.model_only) {
 			any_fail |= r->plan_err != 0;
 			continue;
@@ -1750,7 +1774,7 @@ int bench_replay(int argc, char **argv)
 			pcfg.flags |= TC_PLAN_LAYOUT;
 			predict(&tr, &pcfg, r);
 			if (!r->plan_err)
-				r->model_bound_ns = bound_ns(compute, r->sim.link_bytes, bw);
+				r->model_bound_ns = bound_ns(compute, r->sim.link_bytes, bw, mdx);
 		}
 		if (r->plan_fallbacks && policies[i].tp == TC_POLICY_OURS) {
 			/* the cache ran the ZeRO-like plan: model that one */
@@ -1758,7 +1782,7 @@ int bench_replay(int argc, char **argv)
 			predict(&tr, &pcfg, r);
 			r->model_fallback = true;
 			if (!r->plan_err) {
-				r->model_bound_ns = bound_ns(compute, r->sim.link_bytes, bw);
+				r->model_bound_ns = bound_ns(compute, r->sim.link_bytes, bw, mdx);
 				fprintf(stderr, "  %-9s ran the ZeRO-like plan (fallback): its timing "
 					"model %.1f ms/step\n", pol_label(i), r->sim.step_ns / 1e6);
 			}
@@ -1770,9 +1794,9 @@ int bench_replay(int argc, char **argv)
 
 			for (int l = 0; l < TC_LINK_NR; l++)
 				lbw[l] = r->link_bw[l] > 0 ? r->link_bw[l] : bw[l];
-			r->bound_ns = bound_ns(compute, r->link_bytes, lbw);
+			r->bound_ns = bound_ns(compute, r->link_bytes, lbw, r->duplex_bw);
 		} else {
-			r->bound_ns = bound_ns(compute, r->sim.link_bytes, bw);
+			r->bound_ns = bound_ns(compute, r->sim.link_bytes, bw, mdx);
 		}
 	}
 	print_table(&o, res);

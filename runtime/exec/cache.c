@@ -2532,6 +2532,13 @@ int tencache_cache_stats(struct tencache_cache *c, struct tencache_cache_stats *
 	*st = c->st;
 	for (int l = 0; l < 4; l++)
 		st->link_bw[l] = c->bw[l];
+	{
+		struct tc_plan_cfg d;	/* where not measured, the planner's figure */
+
+		tc_plan_cfg_default(&d);
+		st->duplex_bw[0] = c->duplex_bw > 0 ? c->duplex_bw : d.duplex_bw;
+		st->duplex_bw[1] = c->swap ? c->nvme_duplex_bw : 0;
+	}
 	if (c->garena && !tencache_arena_stats(c->garena, &as))
 		st->gpu_bytes_peak = as.high_water;
 	if (c->have_plan) {

@@ -224,6 +224,7 @@ struct tencache_cache {
 	int nvme_fd;
 	double bw[4];
 	double duplex_bw;	/* H2D + D2H both at once; 0: the planner's figure */
+	double nvme_duplex_bw;	/* NVMe read + write at once; 0: independent */
 	uint64_t plan_gpu_bytes;	/* the GPU bytes the plan was made for */
 
 	/*

@@ -68,6 +68,72 @@ static int time_copies(struct tencache_cache *c, void *ev[2][2], unsigned dirs, 
 	return ret;
 }
 
+/* One staging request of len bytes at off each on the rings given (write:
+ * wr[k]), all in flight together; the wall time of the lot. */
+static int time_stage(struct tencache_cache *c, struct tencache_stage **st, const int *wr,
+		      const uint64_t *off, int n, uint64_t len, uint64_t *ns)
+{
+	uint64_t t0 = tc_now_ns();
+	int ret = 0;
+
+	for (int k = 0; k < n && !ret; k++) {
+		void *buf = (char *)c->pbase + k * len;
+
+		ret = wr[k] ? tencache_stage_write(st[k], c->nvme_fd, buf, len, off[k], 0, 0)
+			    : tencache_stage_read(st[k], c->nvme_fd, buf, len, off[k], 0, 0);
+		ret = ret ?: (tencache_stage_submit(st[k]) < 0 ? -EIO : 0);
+	}
+	for (int k = 0; k < n && !ret; k++) {
+		struct tencache_stage_cqe cqe;
+
+		if (tencache_stage_wait(st[k], 1, &cqe, 1, 0) != 1 || cqe.res < 0)
+			ret = -EIO;
+	}
+	*ns = tc_now_ns() - t0 + 1;
+	return ret;
+}
+
+/*
+ * The swap file's bandwidths: written first, then read back, as a fresh
+ * (fallocated) file reads its unwritten ranges as zeros without touching
+ * the disk; then a read and a write at once (one disk serves both: on a
+ * shared or virtual disk they add up to less than the two apart).
+ */
+static int calibrate_nvme(struct tencache_cache *c, uint64_t len)
+{
+	struct tencache_stage *st[2] = { c->wstage, c->stage };
+	uint64_t off[2] = { 0, 0 }, ns = 0, half;
+	static const int wr[2] = { 1, 0 }, rd[1] = { 0 };
+	int ret = 0;
+
+	if (!c->swap || (c->p.bw[2] > 0 && c->p.bw[3] > 0)) {
+		for (int l = 2; l < 4; l++)
+			c->bw[l] = c->p.bw[l] > 0 ? c->p.bw[l] : 5e9;
+		return 0;
+	}
+	if (len > c->p.nvme_budget)
+		len = c->p.nvme_budget & ~4095ULL;
+	half = len / 2 & ~4095ULL;
+	if (!len)
+		return -EINVAL;
+	/* the first write makes the range real; the second is timed */
+	for (int rep = 0; rep < 2 && !ret; rep++)
+		ret = time_stage(c, st, wr, off, 1, len, &ns);
+	if (!ret)
+		c->bw[3] = c->p.bw[3] > 0 ? c->p.bw[3] : len * 1e9 / ns;
+	ret = ret ?: time_stage(c, st + 1, rd, off, 1, len, &ns);
+	if (!ret)
+		c->bw[2] = c->p.bw[2] > 0 ? c->p.bw[2] : len * 1e9 / ns;
+	/* a write of one half while the other is read back */
+	off[1] = half;
+	if (!ret && half && !(c->p.bw[2] > 0) && !(c->p.bw[3] > 0)) {
+		ret = time_stage(c, st, wr, off, 2, half, &ns);
+		if (!ret)
+			c->nvme_duplex_bw = 2.0 * half * 1e9 / ns;
+	}
+	return ret;
+}
+
 /*
  * Link bandwidths: given, or measured with one 32 MiB transfer each way,
  * then both ways at once (PCIe moves less than the two together).
@@ -103,28 +169,16 @@ static int calibrate(struct tencache_cache *c, uint64_t pool_bytes)
 		if (!ret && slow)
 			c->duplex_bw = 2.0 * half * 1e9 / slow;
 	}
-	for (int l = 2; l < 4 && !ret; l++) {
-		struct tencache_stage_cqe cqe;
-		uint64_t t0;
-
-		if (c->p.bw[l] > 0 || !c->swap) {
-			c->bw[l] = c->p.bw[l] > 0 ? c->p.bw[l] : 5e9;
-			continue;
-		}
-		t0 = tc_now_ns();
-		ret = l == 3 ? tencache_stage_write(c->stage, c->nvme_fd, c->pbase, len, 0, 0, 0)
-			     : tencache_stage_read(c->stage, c->nvme_fd, c->pbase, len, 0, 0, 0);
-		ret = ret ?: (tencache_stage_submit(c->stage) < 0 ? -EIO : 0);
-		if (!ret && (tencache_stage_wait(c->stage, 1, &cqe, 1, 0) != 1 || cqe.res < 0))
-			ret = -EIO;
-		if (!ret)
-			c->bw[l] = len * 1e9 / (double)(tc_now_ns() - t0 + 1);
-	}
+	if (!ret)
+		ret = calibrate_nvme(c, len);
 	for (int k = 0; k < 4; k++)
 		if (ev[k / 2][k % 2])
 			c->dev->ops->event_destroy(c->dev, ev[k / 2][k % 2]);
 	if (!ret && c->duplex_bw > 0)
 		tc_info(c->tc, "cache: H2D + D2H at once %.1f GB/s (measured)", c->duplex_bw / 1e9);
+	if (!ret && c->nvme_duplex_bw > 0)
+		tc_info(c->tc, "cache: NVMe read + write at once %.1f GB/s (measured)",
+			c->nvme_duplex_bw / 1e9);
 	for (int l = 0; l < 4 && !ret; l++)
 		tc_info(c->tc, "cache: %s %.1f GB/s (%s)", link_names[l], c->bw[l] / 1e9,
 			c->p.bw[l] > 0 ? "given" : l >= 2 && !c->swap ? "no NVMe tier: unused" :
@@ -1120,6 +1174,7 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 		cfg.bw[l] = c->bw[l];
 	if (c->duplex_bw > 0)
 		cfg.duplex_bw = c->duplex_bw;
+	cfg.nvme_duplex_bw = c->nvme_duplex_bw;
 	cfg.policy = (enum tc_policy)c->p.policy;
 	learn_detached(c, &cfg);
 	/* ours found no layout for this trace before, and a re-plan only has

@@ -1875,7 +1875,7 @@ static int cfg_check(const struct tc_plan_cfg *cfg)
 	for (int l = 0; l < TC_LINK_NR; l++)
 		if (!(cfg->bw[l] > 0) && (cfg->nvme_bytes || l < TC_LINK_NVME_RD))
 			return -EINVAL;
-	if (!(cfg->duplex_bw >= 0))
+	if (!(cfg->duplex_bw >= 0) || !(cfg->nvme_duplex_bw >= 0))
 		return -EINVAL;
 	return 0;
 }

@@ -155,6 +155,8 @@ struct tc_plan_cfg {
 	/* H2D + D2H together when both directions run at once (PCIe loses
 	 * to duplex overhead); 0: the two are independent */
 	double duplex_bw;
+	/* the same for NVMe read + write (one disk serves both); 0: independent */
+	double nvme_duplex_bw;
 	uint64_t link_lat_ns;	/* fixed cost per copy */
 	enum tc_policy policy;
 	unsigned flags;		/* TC_PLAN_* */

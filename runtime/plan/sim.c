@@ -4,7 +4,8 @@
  * gated fetch (of a host op's output) joins the H2D link when that op is
  * done, out of the FIFO order: it takes the link's first idle time then.
  * Where H2D and D2H overlap, together they move cfg->duplex_bw: the copy
- * placed later runs at what is left of the other direction's rate. The
+ * placed later runs at what is left of the other direction's rate (NVMe
+ * reads and writes the same, with cfg->nvme_duplex_bw). The
  * host is modelled one op ahead of the GPU: ops issued at access i start
  * no earlier than the compute of the op before i. With TC_PLAN_HOST_ASYNC
  * host ops run on a lane of their own, one at a time, from when the host
@@ -242,7 +243,7 @@ int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 	uint32_t n, opstart = 0;
 	uint64_t wait_max = 0, opready = 0, issue = 0, host_free = 0, blocked = 0;
 	bool async = cfg && (cfg->flags & TC_PLAN_HOST_ASYNC);
-	double f[2] = { 1, 1 };
+	double f[TC_LINK_NR] = { 1, 1, 1, 1 };
 	int ret = 0;
 
 	if (!tr || !cfg || !pl || !res || nsteps < 2 || pl->nr_acc != tr->nr_acc ||
@@ -263,12 +264,16 @@ int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 		ret = -ENOMEM;
 		goto out;
 	}
-	/* the copy placed later gets what duplex leaves of the other's rate */
-	if (cfg->duplex_bw > 0)
-		for (int l = 0; l < 2; l++) {
-			f[l] = (cfg->duplex_bw - cfg->bw[!l]) / cfg->bw[l];
+	/* the copy placed later gets what duplex leaves of the other's rate
+	 * (pairs: H2D with D2H, NVMe read with NVMe write) */
+	for (int l = 0; l < TC_LINK_NR; l++) {
+		double d = l < 2 ? cfg->duplex_bw : cfg->nvme_bytes ? cfg->nvme_duplex_bw : 0;
+
+		if (d > 0) {
+			f[l] = (d - cfg->bw[l ^ 1]) / cfg->bw[l];
 			f[l] = f[l] > 1 ? 1 : f[l] < 0.05 ? 0.05 : f[l];
 		}
+	}
 	gpu.cap = cfg->gpu_bytes;
 	pin.cap = cfg->nvme_bytes ? cfg->pinned_bytes : UINT64_MAX;
 	for (uint32_t t = 0; t < tr->nr_tensors; t++) {
@@ -321,7 +326,7 @@ int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 					uint64_t dur = cfg->link_lat_ns + (uint64_t)(b / cfg->bw[l] * 1e9);
 
 					at = ready > link_free[l] || op->gated ? ready : link_free[l];
-					ret = busy_place(&lk[l], l < 2 ? &lk[!l] : NULL, l < 2 ? f[l] : 1,
+					ret = busy_place(&lk[l], &lk[l ^ 1], f[l],
 							 at, dur, issue, &op_end[k]);
 					if (ret)
 						break;

@@ -1,5 +1,6 @@
-/* duplex.c - the timing model's duplex link: where H2D and D2H copies run
- * at once they move cfg.duplex_bw together. On a generated OPT-1.3B step at
+/* duplex.c - the timing model's duplex links: where H2D and D2H copies run
+ * at once they move cfg.duplex_bw together (NVMe reads and writes, one
+ * disk, cfg.nvme_duplex_bw: the same rules, checked with an NVMe tier). On a generated OPT-1.3B step at
  * 25% (backward moves parameters in and gradients out at once): a duplex
  * figure at or above the two links' sum changes nothing, a lower one never
  * speeds a step up, and each pair of overlapping copies costs at most the
@@ -15,9 +16,49 @@ static uint64_t step_ns(const struct tc_trace *tr, const struct tc_plan_cfg *cfg
 {
 	struct tc_plan_cfg c = *cfg;
 
-	c.duplex_bw = duplex;
+	if (c.nvme_bytes)
+		c.nvme_duplex_bw = duplex;
+	else
+		c.duplex_bw = duplex;
 	T_EQ(tc_sim_run(tr, &c, pl, 3, sr), 0);
 	return sr->step_ns;
+}
+
+/* NVMe read + write: a quarter of the state pinned, the rest staged */
+static void nvme_pair(const struct tc_trace *tr)
+{
+	static const double dup[] = { 12e9, 7e9, 5e9 };
+	struct tc_sim_result sr, s0;
+	struct tc_plan_cfg cfg;
+	struct tc_plan pl;
+	uint64_t base, prev;
+
+	tc_plan_cfg_default(&cfg);
+	cfg.gpu_bytes = (tc_trace_bytes(tr, TC_ROLE_PARAM_FP16) + tc_trace_bytes(tr, TC_ROLE_PARAM_BF16)) / 4;
+	cfg.pinned_bytes = tc_trace_bytes(tr, -1) / 4;
+	cfg.nvme_bytes = 2 * tc_trace_bytes(tr, -1);
+	T_EQ(tc_plan_build(tr, &cfg, &pl), 0);
+	base = prev = step_ns(tr, &cfg, &pl, 0, &s0);
+	printf("NVMe independent: %.1f ms (read %.2f GB, write %.2f GB)\n", base / 1e6,
+	       s0.link_bytes[TC_LINK_NVME_RD] / 1e9, s0.link_bytes[TC_LINK_NVME_WR] / 1e9);
+	T_CHECK(s0.link_bytes[TC_LINK_NVME_RD] && s0.link_bytes[TC_LINK_NVME_WR], "nothing staged");
+	for (size_t k = 0; k < sizeof(dup) / sizeof(dup[0]); k++) {
+		uint64_t s = step_ns(tr, &cfg, &pl, dup[k], &sr);
+
+		printf("NVMe both at once %4.1f GB/s: %.1f ms\n", dup[k] / 1e9, s / 1e6);
+		if (dup[k] >= cfg.bw[TC_LINK_NVME_RD] + cfg.bw[TC_LINK_NVME_WR])
+			T_CHECK(s == base, "NVMe duplex at the sum changed the step");
+		T_CHECK(s >= prev, "less NVMe duplex bandwidth made the step faster");
+		prev = s;
+	}
+	T_CHECK(prev > base, "no overlap of NVMe reads and writes in the model");
+	cfg.nvme_duplex_bw = -1;
+	{
+		struct tc_plan p2;
+
+		T_EQ(tc_plan_build(tr, &cfg, &p2), -EINVAL);
+	}
+	tc_plan_free(&pl);
 }
 
 int main(void)
@@ -72,6 +113,7 @@ int main(void)
 		T_EQ(tc_plan_build(&tr, &cfg, &p2), -EINVAL);
 	}
 	tc_plan_free(&pl);
+	nvme_pair(&tr);
 	tc_trace_free(&tr);
 	return t_exit();
 }
