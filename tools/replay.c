@@ -576,27 +576,57 @@ static void predict(const struct tc_trace *tr, const struct tc_plan_cfg *cfg, st
 }
 
 /*
- * max(compute, the busiest link's bytes / bandwidth), where a pair of links
- * (H2D and D2H, NVMe read and write: one disk) counts as one too: both
- * directions' bytes at the most the pair moves at any time, dx[pair] both
- * at once or one alone (0: independent).
+ * The least time a pair of links (H2D and D2H; NVMe read and write, one
+ * disk) needs for x and y bytes: each moves at most bw0 and bw1 alone and
+ * together at most dx both at once (dx <= 0: independent). The rates it
+ * can keep are the convex hull of (bw0, 0), (0, bw1) and the both-at-once
+ * line's ends in the box; the time is where the ray along (x, y) leaves it.
  */
+static double pair_ns(double x, double y, double bw0, double bw1, double dx)
+{
+	double p[4][2] = { { bw0, 0 }, { 0, bw1 } }, best = 0;
+	int n = 2;
+
+	if (!(x + y > 0))
+		return 0;
+	if (!(dx > 0) || dx >= bw0 + bw1)
+		dx = bw0 + bw1;
+	p[n][0] = dx < bw0 ? dx : bw0;	/* reads at their most */
+	p[n][1] = dx - p[n][0] < bw1 ? dx - p[n][0] : bw1;
+	n++;
+	p[n][1] = dx < bw1 ? dx : bw1;	/* writes at their most */
+	p[n][0] = dx - p[n][1] < bw0 ? dx - p[n][1] : bw0;
+	n++;
+	for (int i = 0; i < n; i++)
+		for (int j = i; j < n; j++) {
+			double d0 = p[j][0] - p[i][0], d1 = p[j][1] - p[i][1];
+			double den = x * d1 - y * d0, s, u;
+
+			if (i == j || den == 0) {	/* a point on the ray */
+				if (x * p[i][1] == y * p[i][0] && (s = (x ? p[i][0] / x : p[i][1] / y)) > best)
+					best = s;
+				continue;
+			}
+			s = (p[i][0] * d1 - p[i][1] * d0) / den;
+			u = (p[i][0] * y - p[i][1] * x) / den;
+			if (u >= -1e-12 && u <= 1 + 1e-12 && s > best)
+				best = s;
+		}
+	return best > 0 ? 1e9 / best : 0;
+}
+
+/* max(compute, each pair of links' least time for its bytes: pair_ns) */
 static uint64_t bound_ns(uint64_t compute_ns, const uint64_t *bytes, const double *bw,
 			 const double *dx)
 {
 	uint64_t b = compute_ns;
 
-	for (int l = 0; l < TC_LINK_NR; l++)
-		if (bytes[l] && bw[l] > 0 && bytes[l] / bw[l] * 1e9 > b)
-			b = (uint64_t)(bytes[l] / bw[l] * 1e9);
 	for (int l = 0; l < TC_LINK_NR; l += 2) {
-		double top = dx[l / 2], t;
+		double t;
 
-		if (!(top > 0) || !(bw[l] > 0) || !(bw[l + 1] > 0))
+		if (!(bw[l] > 0) || !(bw[l + 1] > 0))
 			continue;
-		top = top > bw[l] ? top : bw[l];
-		top = top > bw[l + 1] ? top : bw[l + 1];
-		t = (bytes[l] + bytes[l + 1]) / top * 1e9;
+		t = pair_ns((double)bytes[l], (double)bytes[l + 1], bw[l], bw[l + 1], dx[l / 2]);
 		if (t > b)
 			b = (uint64_t)t;
 	}
