@@ -597,16 +597,15 @@ static double pair_ns(double x, double y, double bw0, double bw1, double dx)
 	p[n][1] = dx < bw1 ? dx : bw1;	/* writes at their most */
 	p[n][0] = dx - p[n][1] < bw0 ? dx - p[n][1] : bw0;
 	n++;
+	/* every segment between two of them lies in the hull: the farthest
+	 * crossing of the ray is on its edge */
 	for (int i = 0; i < n; i++)
-		for (int j = i; j < n; j++) {
+		for (int j = i + 1; j < n; j++) {
 			double d0 = p[j][0] - p[i][0], d1 = p[j][1] - p[i][1];
 			double den = x * d1 - y * d0, s, u;
 
-			if (i == j || den == 0) {	/* a point on the ray */
-				if (x * p[i][1] == y * p[i][0] && (s = (x ? p[i][0] / x : p[i][1] / y)) > best)
-					best = s;
+			if (den == 0)	/* along the ray: its ends are on others */
 				continue;
-			}
 			s = (p[i][0] * d1 - p[i][1] * d0) / den;
 			u = (p[i][0] * y - p[i][1] * x) / den;
 			if (u >= -1e-12 && u <= 1 + 1e-12 && s > best)

@@ -1,7 +1,7 @@
 /* duplex.c - the timing model's duplex links: where H2D and D2H copies run
  * at once they move cfg.duplex_bw together (NVMe reads and writes, one
- * disk, cfg.nvme_duplex_bw: the same rules, checked with an NVMe tier). On a generated OPT-1.3B step at
- * 25% (backward moves parameters in and gradients out at once): a duplex
+ * disk, cfg.nvme_duplex_bw: the same rules, checked with an NVMe tier).
+ * On a generated OPT-1.3B step at 25% (backward moves parameters in and gradients out at once): a duplex
  * figure at or above the two links' sum changes nothing, a lower one never
  * speeds a step up, and each pair of overlapping copies costs at most the
  * time a half-duplex link (one direction at a time) would add. */
