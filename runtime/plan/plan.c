@@ -727,6 +727,15 @@ static int cache_run(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 		if (ret)
 			goto out;
 	}
+	/* the table repeats this lap: a value it evicts late in the step is
+	 * refetched in the next one after that eviction, which the lap
+	 * before (whose times this one started from) may have made earlier */
+	for (uint32_t r = 0; cyclic && r < n; r++) {
+		int64_t e = s.evict_at[rq[r].t] - (int64_t)n;
+
+		if (o->evict_at[r] < e)
+			o->evict_at[r] = e;
+	}
 	if (!cyclic)
 		o->converged = true;
 	ret = 0;
