@@ -27,8 +27,8 @@
 # REPLAY_ARGS replaces the common replay options; RUNS picks runs by name
 # (default "6.7b-10 6.7b-25 6.7b-50 13b8-25"); OVERLAP=0 replays the CPU Adam
 # after backward instead of beside it (--overlap); LIMIT67 / LIMIT13 the seconds per
-# run (105 / 90); PINNED the 13b-* runs' pinned share (default 98%); DECIDE=0
-# skips the decide benchmark.
+# run (105 / 90); PINNED and NVME_BUDGET the 13b-* runs' pinned share and swap
+# file (default 98% and 8G: at 80%, 44G); DECIDE=0 skips the decide benchmark.
 set -uo pipefail
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$TOP"
@@ -115,8 +115,9 @@ replay() {
 for r in $RUNS; do
 	case $r in
 	6.7b-*) replay "opt-6.7b-${r#6.7b-}" "${LIMIT67:-105}" --model opt-6.7b --gpu-budget "${r#6.7b-}%" ;;
-	13b-*) replay "opt-13b-${r#13b-}" 50 --model opt-13b --layers 20 --gpu-budget "${r#13b-}%" \
-		--nvme "$NVME" --pinned-budget "${PINNED:-98%}" --nvme-budget 8G ;;
+	13b-*) replay "opt-13b-${r#13b-}" "${LIMIT13:-90}" --model opt-13b --layers 20 \
+		--gpu-budget "${r#13b-}%" --nvme "$NVME" --pinned-budget "${PINNED:-98%}" \
+		--nvme-budget "${NVME_BUDGET:-8G}" ;;
 	13b8-*) replay "opt-13b-8layers-${r#13b8-}" "${LIMIT13:-90}" --model opt-13b --layers 8 \
 		--gpu-budget "${r#13b8-}%" --nvme "$NVME" --pinned-budget 50% ;;
 	*) echo "unknown run $r" ;;
