@@ -98,22 +98,17 @@ static int time_stage(struct tencache_cache *c, struct tencache_stage **st, cons
 static int time_stage3(struct tencache_cache *c, struct tencache_stage **st, const int *wr,
 		       const uint64_t *off, int n, uint64_t len, uint64_t *ns)
 {
-	uint64_t v[3], t;
+	uint64_t v[3], lo = UINT64_MAX, hi = 0;
 	int ret = 0;
 
-	for (int k = 0; k < 3 && !ret; k++)
+	for (int k = 0; k < 3 && !ret; k++) {
 		ret = time_stage(c, st, wr, off, n, len, &v[k]);
-	if (ret)
-		return ret;
-	for (int i = 0; i < 2; i++)	/* sort three */
-		for (int k = 0; k < 2 - i; k++)
-			if (v[k] > v[k + 1]) {
-				t = v[k];
-				v[k] = v[k + 1];
-				v[k + 1] = t;
-			}
-	*ns = v[1];
-	return 0;
+		lo = v[k] < lo ? v[k] : lo;
+		hi = v[k] > hi ? v[k] : hi;
+	}
+	if (!ret)
+		*ns = v[0] + v[1] + v[2] - lo - hi;
+	return ret;
 }
 
 /*
