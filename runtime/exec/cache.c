@@ -1388,6 +1388,27 @@ static int od_to_pinned(struct tencache_cache *c, uint32_t id)
 	return ret;
 }
 
+/* t's GPU copy goes, written back first where it is the only one. */
+static int od_evict_gpu(struct tencache_cache *c, uint32_t id)
+{
+	struct tc_tstate *t = &c->t[id];
+	int ret;
+
+	if (t->valid == TC_V_GPU) {
+		ret = od_to_pinned(c, id);
+		if (ret)
+			return ret;
+	}
+	/* the copy or kernels that used it must be done */
+	ret = xev_sync(c, &t->ready);
+	ret = ret ?: tencache_arena_free(c->garena, t->goff);
+	if (ret)
+		return ret;
+	t->goff = -1;
+	t->valid &= ~TC_V_GPU;
+	return 0;
+}
+
 /*
  * Evict least recently used GPU tensors not held until bytes fit. A host
  * op's tensors (held on the host, pinned valid) may lose their GPU copy:
@@ -1414,21 +1435,298 @@ static int od_make_room_gpu(struct tencache_cache *c, uint64_t bytes)
 			}
 		if (victim == UINT32_MAX)
 			return 0;	/* let galloc report it */
-		if (c->t[victim].valid == TC_V_GPU) {
-			ret = od_to_pinned(c, victim);
-			if (ret)
-				return ret;
-		}
-		/* the copy or kernels that used it must be done */
-		ret = xev_sync(c, &c->t[victim].ready);
+		ret = od_evict_gpu(c, victim);
 		if (ret)
 			return ret;
-		ret = tencache_arena_free(c->garena, c->t[victim].goff);
-		if (ret)
-			return ret;
-		c->t[victim].goff = -1;
-		c->t[victim].valid &= ~TC_V_GPU;
 	}
+}
+
+/*
+ * On-demand GPU placement. An op's tensors stay where they were handed out,
+ * so where each goes decides whether the op's next one fits. A tensor's
+ * window is free of held tensors and is chosen by what it evicts: the least
+ * recently used (empty space first), then the fewest bytes, then big sizes
+ * high and small ones low. Only windows that keep the held-free space whole
+ * enough qualify: frag, the held-free bytes outside its largest run, stays
+ * within the arena less the largest op. A window at an end of the largest
+ * run leaves frag as it was, so every op up to that size fits; a hit that
+ * would break the rule (a resident held where it lies) is moved instead.
+ * The largest op is the learnt step's; before a step is learnt it is the
+ * whole arena (frag 0: the held tensors gather at the two ends).
+ */
+struct od_ext {
+	uint64_t off, end, lru;
+	uint32_t id;
+	uint8_t fixed;		/* held on the GPU: cannot go */
+};
+
+struct od_win {
+	uint64_t x, frag, lru, evict;
+	int ok;
+};
+
+struct od_scan {
+	struct od_ext *e;	/* GPU residents by offset */
+	uint64_t *xs;		/* scratch: a gap's candidate windows */
+	uint32_t *dq;		/* scratch: the sweep's lru maxima */
+	uint32_t n;
+	uint64_t cap, align, held, allowed;
+	uint64_t p1, p2;	/* the two largest held-free runs */
+	uint32_t p1_at;		/* the fixed extent that ends the largest (n: cap) */
+};
+
+static int od_ext_cmp(const void *a, const void *b)
+{
+	const struct od_ext *p = a, *q = b;
+
+	return p->off < q->off ? -1 : p->off > q->off;
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+	const uint64_t *p = a, *q = b;
+
+	return *p < *q ? -1 : *p > *q;
+}
+
+static void od_scan_free(struct od_scan *s)
+{
+	free(s->e);
+	free(s->xs);
+	free(s->dq);
+}
+
+/* The residents and held-free runs, for a tensor of len bytes. */
+static int od_scan(struct tencache_cache *c, struct od_scan *s, uint64_t len)
+{
+	struct tencache_arena_stats st;
+	uint64_t maxop, g0 = 0;
+	uint32_t n = 0;
+
+	memset(s, 0, sizeof(*s));
+	if (tencache_arena_stats(c->garena, &st))
+		return -EIO;
+	for (uint32_t i = 0; i < c->nr; i++)
+		n += c->t[i].goff >= 0;
+	s->e = malloc(n * sizeof(*s->e) + 1);
+	s->xs = malloc((4 * (uint64_t)n + 2) * sizeof(*s->xs));
+	s->dq = malloc(n * sizeof(*s->dq) + 1);
+	if (!s->e || !s->xs || !s->dq) {
+		od_scan_free(s);
+		return -ENOMEM;
+	}
+	s->cap = st.capacity;
+	s->align = st.alignment;
+	for (uint32_t i = 0; i < c->nr; i++) {
+		const struct tc_tstate *r = &c->t[i];
+
+		if (r->goff < 0)
+			continue;
+		s->e[s->n] = (struct od_ext){ .off = r->goff, .lru = r->lru, .id = i,
+					      .end = r->goff + TC_ALIGN_UP(r->bytes, s->align),
+					      .fixed = r->held && !r->held_host };
+		if (s->e[s->n].fixed)
+			s->held += s->e[s->n].end - s->e[s->n].off;
+		s->n++;
+	}
+	qsort(s->e, s->n, sizeof(*s->e), od_ext_cmp);
+	maxop = c->od_max_op > s->held + len ? c->od_max_op : s->held + len;
+	if (!c->od_max_op)
+		maxop = s->cap;		/* no step learnt yet */
+	s->allowed = maxop < s->cap ? s->cap - maxop : 0;
+	for (uint32_t k = 0; k <= s->n; k++) {
+		uint64_t g1 = k < s->n ? s->e[k].off : s->cap;
+
+		if (k < s->n && !s->e[k].fixed)
+			continue;
+		if (g1 - g0 > s->p1) {
+			s->p2 = s->p1;
+			s->p1 = g1 - g0;
+			s->p1_at = k;
+		} else if (g1 - g0 > s->p2) {
+			s->p2 = g1 - g0;
+		}
+		if (k < s->n)
+			g0 = s->e[k].end;
+	}
+	return 0;
+}
+
+/* w better than b */
+static int od_win_better(const struct od_win *w, const struct od_win *b, int high)
+{
+	if (w->ok != b->ok)
+		return w->ok;
+	if (!w->ok && w->frag != b->frag)
+		return w->frag < b->frag;
+	if (w->lru != b->lru)
+		return w->lru < b->lru;
+	if (w->evict != b->evict)
+		return w->evict < b->evict;
+	return high ? w->x > b->x : w->x < b->x;
+}
+
+/* frag after a held tensor takes [x, x+len) of the run [g0, g1) ending at fixed extent k */
+static uint64_t od_frag(const struct od_scan *s, uint32_t k, uint64_t g0, uint64_t g1,
+			uint64_t x, uint64_t len)
+{
+	uint64_t a = x - g0, b = g1 - x - len, p = k == s->p1_at ? s->p2 : s->p1;
+
+	if (a > p)
+		p = a;
+	if (b > p)
+		p = b;
+	return s->cap - s->held - len - p;
+}
+
+/*
+ * Best window of len in the run [g0, g1) over its evictable extents
+ * e[i0, k): candidates start or end at the run's ends or an extent's. A
+ * sweep keeps the extents overlapping [x, x+len) (e[lo, hi)) and, in dq,
+ * the indices of their decreasing lru maxima.
+ */
+static void od_run_best(const struct od_scan *s, uint32_t i0, uint32_t k, uint64_t g0,
+			uint64_t g1, uint64_t len, int high, struct od_win *best)
+{
+	const struct od_ext *e = s->e;
+	uint32_t nx = 0, lo = i0, hi = i0, qh = 0, qt = 0;
+	uint64_t *xs = s->xs, evict = 0;
+
+	xs[nx++] = g0;
+	xs[nx++] = g1 - len;
+	for (uint32_t i = i0; i < k; i++) {
+		if (e[i].off + len <= g1)
+			xs[nx++] = e[i].off;
+		if (e[i].end + len <= g1)
+			xs[nx++] = e[i].end;
+		if (e[i].end >= g0 + len)
+			xs[nx++] = e[i].end - len;
+		if (e[i].off >= g0 + len)
+			xs[nx++] = e[i].off - len;
+	}
+	qsort(xs, nx, sizeof(*xs), u64_cmp);
+	for (uint32_t j = 0; j < nx; j++) {
+		uint64_t x = xs[j];
+		struct od_win w;
+
+		if (j && x == xs[j - 1])
+			continue;
+		for (; hi < k && e[hi].off < x + len; hi++) {
+			while (qt > qh && e[s->dq[qt - 1]].lru <= e[hi].lru)
+				qt--;
+			s->dq[qt++] = hi;
+			evict += e[hi].end - e[hi].off;
+		}
+		for (; lo < hi && e[lo].end <= x; lo++)
+			evict -= e[lo].end - e[lo].off;
+		while (qt > qh && s->dq[qh] < lo)
+			qh++;
+		w.x = x;
+		w.frag = od_frag(s, k, g0, g1, x, len);
+		w.ok = w.frag <= s->allowed;
+		w.lru = qt > qh ? e[s->dq[qh]].lru : 0;
+		w.evict = evict;
+		if (best->frag == UINT64_MAX || od_win_better(&w, best, high))
+			*best = w;
+	}
+}
+
+/* The best window of len over every held-free run (frag UINT64_MAX: none fits). */
+static void od_best(struct od_scan *s, uint64_t len, struct od_win *best)
+{
+	uint64_t g0 = 0;
+	uint32_t i0 = 0;
+
+	*best = (struct od_win){ .frag = UINT64_MAX };
+	for (uint32_t k = 0; k <= s->n; k++) {
+		uint64_t g1 = k < s->n ? s->e[k].off : s->cap;
+
+		if (k < s->n && !s->e[k].fixed)
+			continue;
+		if (g1 - g0 >= len)
+			od_run_best(s, i0, k, g0, g1, len, len >= s->cap / 16, best);
+		if (k < s->n) {
+			g0 = s->e[k].end;
+			i0 = k + 1;
+		}
+	}
+}
+
+/* GPU space for t (not resident), evicting what its window holds. */
+static int od_galloc(struct tencache_cache *c, struct tc_tstate *t)
+{
+	struct od_scan s;
+	struct od_win best;
+	uint64_t len;
+	int ret;
+
+	if (t->goff >= 0)
+		return 0;
+	if (c->garena_shaped) {	/* a plan's arena, kept (tc_exec_od_plain_gpu) */
+		ret = od_make_room_gpu(c, t->bytes);
+		return ret ?: galloc(c, t);
+	}
+	ret = od_scan(c, &s, t->bytes);
+	if (ret)
+		return ret;
+	len = TC_ALIGN_UP(t->bytes, s.align);
+	od_best(&s, len, &best);
+	if (best.frag == UINT64_MAX) {
+		tc_err(c->tc, "cache: no GPU space for %llu bytes at access %u (budget %llu, held by the open op %llu, largest run free of them %llu)%s",
+		       (unsigned long long)t->bytes, c->pos, (unsigned long long)c->p.gpu_budget,
+		       (unsigned long long)s.held, (unsigned long long)s.p1,
+		       s.held + len > s.cap ? ": the op needs more than the budget; raise gpu_budget" : "");
+		ret = -ENOMEM;
+	}
+	for (uint32_t k = 0; k < s.n && !ret; k++)
+		if (!s.e[k].fixed && s.e[k].off < best.x + len && s.e[k].end > best.x)
+			ret = od_evict_gpu(c, s.e[k].id);
+	ret = ret ?: tencache_arena_alloc_at(c->garena, t->bytes, best.x);
+	if (!ret)
+		t->goff = best.x;
+	od_scan_free(&s);
+	return ret;
+}
+
+/*
+ * A hit: 1 when t, held where it lies, would break the placement rule and
+ * a window elsewhere keeps it (then its GPU copy has gone, to come back in
+ * that window); 0 when it stays.
+ */
+static int od_move_hit(struct tencache_cache *c, uint32_t id)
+{
+	struct tc_tstate *t = &c->t[id];
+	struct od_scan s;
+	struct od_win best;
+	uint64_t g0 = 0, len, frag = UINT64_MAX;
+	int ret;
+
+	if (c->garena_shaped)
+		return 0;
+	ret = od_scan(c, &s, t->bytes);
+	if (ret)
+		return ret;
+	len = TC_ALIGN_UP(t->bytes, s.align);
+	for (uint32_t k = 0; k <= s.n; k++) {	/* t's own run */
+		uint64_t g1 = k < s.n ? s.e[k].off : s.cap;
+
+		if (k < s.n && !s.e[k].fixed)
+			continue;
+		if (g0 <= (uint64_t)t->goff && (uint64_t)t->goff < g1) {
+			frag = od_frag(&s, k, g0, g1, t->goff, len);
+			break;
+		}
+		if (k < s.n)
+			g0 = s.e[k].end;
+	}
+	ret = 0;
+	if (frag > s.allowed) {
+		od_best(&s, len, &best);
+		if (best.frag < frag)
+			ret = od_evict_gpu(c, id) ?: 1;
+	}
+	od_scan_free(&s);
+	return ret;
 }
 
 /* Synchronous NVMe transfer of a tensor between its pinned space and swap. */
@@ -1572,11 +1870,16 @@ static int od_acquire(struct tencache_cache *c, uint32_t id, unsigned flags, voi
 			t->valid = TC_V_PINNED;	/* the host rewrites it */
 		return 0;
 	}
-	if (t->valid & TC_V_GPU) {
-		*hit = 1;
+	if (t->valid & TC_V_GPU) {	/* stays where it lies, or moves (od_move_hit) */
+		ret = od_move_hit(c, id);
+		if (ret < 0)
+			return ret;
+		*hit = !ret;
+	}
+	if (*hit) {
+		/* resident */
 	} else if (!t->valid && (flags & TENCACHE_ACQ_WRITE) && !(flags & TENCACHE_ACQ_READ)) {
-		ret = od_make_room_gpu(c, t->bytes);
-		ret = ret ?: galloc(c, t);
+		ret = od_galloc(c, t);
 		if (ret)
 			return ret;
 	} else {
@@ -1584,9 +1887,8 @@ static int od_acquire(struct tencache_cache *c, uint32_t id, unsigned flags, voi
 		/* held: making GPU room writes victims back, and making pinned
 		 * room for them must not push this tensor out to NVMe */
 		t->held = 1;
-		ret = ret ?: od_make_room_gpu(c, t->bytes);
+		ret = ret ?: od_galloc(c, t);
 		t->held = 0;
-		ret = ret ?: galloc(c, t);
 		/* space kept from an older, now stale copy: after its last use */
 		ret = ret ?: xev_stream_wait(c, c->h2d, &t->ready);
 		ret = ret ?: copy_tensor(c, TENCACHE_COPY_H2D, t, id, &t->ready);

@@ -147,6 +147,8 @@ struct tc_gfreed {
 	uint32_t nr_deps;
 };
 
+#define TC_GPU_ALIGN	256	/* the GPU arena's alignment */
+
 struct tc_tstate {
 	uint64_t bytes;
 	uint8_t role;
@@ -178,6 +180,8 @@ struct tencache_cache {
 	int host_mode;
 	int frozen, in_step, planned, want_plan, reload, skip_learn;
 	int any_room;			/* tensor_host: room from any value (between steps) */
+	uint64_t od_max_op;		/* the learnt step's largest GPU op, for on-demand
+					 * placement (od_galloc); 0: none learnt */
 	int no_plan;			/* planning failed: stay on demand */
 	uint64_t frag_slack;		/* GPU bytes kept out of plans */
 	uint64_t pfrag_slack;		/* pinned bytes kept out of plans */

@@ -240,6 +240,7 @@ static void table_load(struct tencache_cache *c)
 	case 0:
 		tc_trace_free(&c->trace);
 		c->trace = tr;
+		c->od_max_op = tc_trace_max_op_span(&c->trace, TC_GPU_ALIGN);
 		c->ours_no_layout = 0;
 		c->want_plan = 1;
 		c->profiled = c->p.warmup_steps;
@@ -297,7 +298,7 @@ int tc_exec_freeze(struct tencache_cache *c)
 		if (ret)
 			goto fail;
 	}
-	ret = tencache_arena_create(&c->garena, c->p.gpu_budget, 256, NULL, 0);
+	ret = tencache_arena_create(&c->garena, c->p.gpu_budget, TC_GPU_ALIGN, NULL, 0);
 	if (!ret)
 		tencache_arena_set_high(c->garena, c->p.gpu_budget / 16);
 	if (ret)
@@ -416,6 +417,7 @@ int tc_exec_learn(struct tencache_cache *c)
 	tmp = c->trace;		/* the learnt step is the recorded one */
 	c->trace = c->rec;
 	c->rec = tmp;
+	c->od_max_op = tc_trace_max_op_span(&c->trace, TC_GPU_ALIGN);
 	c->trial = TC_TRIAL_NONE;	/* a new order: new plans to time */
 	c->ours_no_layout = 0;
 	c->want_plan = 1;
@@ -471,7 +473,7 @@ static int gpu_fits(struct tencache_cache *c, const struct tc_plan *pl,
 
 	if (!off)
 		return -ENOMEM;
-	if (tencache_arena_create(&a, c->p.gpu_budget, 256, hist, nr_hist)) {
+	if (tencache_arena_create(&a, c->p.gpu_budget, TC_GPU_ALIGN, hist, nr_hist)) {
 		free(off);
 		return 0;	/* the slabs alone do not fit */
 	}
@@ -1402,7 +1404,7 @@ static int gpu_arena_new(struct tencache_cache *c, const struct tencache_size_co
 			 unsigned nr)
 {
 	struct tencache_arena *a;
-	int ret = tencache_arena_create(&a, c->p.gpu_budget, 256, hist, nr);
+	int ret = tencache_arena_create(&a, c->p.gpu_budget, TC_GPU_ALIGN, hist, nr);
 
 	if (ret)
 		return ret;

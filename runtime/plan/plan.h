@@ -72,6 +72,8 @@ uint64_t tc_trace_bytes(const struct tc_trace *tr, int role /* -1: all */);
 uint64_t tc_trace_compute_ns(const struct tc_trace *tr);
 /* Largest sum of bytes held by one GPU op (the smallest workable budget). */
 uint64_t tc_trace_max_op_bytes(const struct tc_trace *tr);
+/* the same with each tensor's bytes rounded up to align (an arena's span) */
+uint64_t tc_trace_max_op_span(const struct tc_trace *tr, uint64_t align);
 /* the same over host ops (CPU optimizer): pinned memory held at once */
 uint64_t tc_trace_max_host_op_bytes(const struct tc_trace *tr);
 

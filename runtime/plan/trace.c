@@ -134,8 +134,9 @@ uint64_t tc_trace_compute_ns(const struct tc_trace *tr)
 	return sum;
 }
 
-/* The most bytes one op holds on the GPU (host: in pinned memory) at once. */
-static uint64_t max_op_bytes(const struct tc_trace *tr, unsigned host)
+/* The most bytes one op holds on the GPU (host: in pinned memory) at once,
+ * each tensor's rounded up to align. */
+static uint64_t max_op_bytes(const struct tc_trace *tr, unsigned host, uint64_t align)
 {
 	uint64_t cur = 0, max = 0;
 
@@ -143,7 +144,7 @@ static uint64_t max_op_bytes(const struct tc_trace *tr, unsigned host)
 		const struct tc_access *a = &tr->acc[i];
 
 		if ((a->flags & TC_ACC_HOST) == host)
-			cur += tr->tensors[a->tensor].bytes;
+			cur += (tr->tensors[a->tensor].bytes + align - 1) / align * align;
 		if (a->flags & TC_ACC_END) {
 			if (cur > max)
 				max = cur;
@@ -155,10 +156,15 @@ static uint64_t max_op_bytes(const struct tc_trace *tr, unsigned host)
 
 uint64_t tc_trace_max_op_bytes(const struct tc_trace *tr)
 {
-	return max_op_bytes(tr, 0);
+	return max_op_bytes(tr, 0, 1);
+}
+
+uint64_t tc_trace_max_op_span(const struct tc_trace *tr, uint64_t align)
+{
+	return max_op_bytes(tr, 0, align);
 }
 
 uint64_t tc_trace_max_host_op_bytes(const struct tc_trace *tr)
 {
-	return max_op_bytes(tr, TC_ACC_HOST);
+	return max_op_bytes(tr, TC_ACC_HOST, 1);
 }
