@@ -1729,22 +1729,59 @@ static int od_move_hit(struct tencache_cache *c, uint32_t id)
 	return ret;
 }
 
+/*
+ * Swap space for a tensor, kept once staged. A full swap first gives back
+ * the slots of values whose NVMe copy is stale (written since) or not the
+ * only one (pinned holds it too): staged out again, a value takes a slot
+ * anew. With keep_homed, the plan's NVMe-homed values keep theirs (slots
+ * for good, used by its staging). On demand
+ * stages out values the plan may not, so without this a swap smaller than
+ * all tensors filled up on demand (OPT-13B at 10%, a scaled-down host run).
+ * -ENOMEM when full (the caller reports it: tc_exec_swap_full_err).
+ */
+int tc_exec_swap_slot(struct tencache_cache *c, uint32_t id, int keep_homed)
+{
+	struct tc_tstate *t = &c->t[id];
+	uint64_t off;
+	int ret;
+
+	if (t->noff >= 0)
+		return 0;
+	ret = tencache_swap_alloc(c->swap, t->bytes, &off);
+	for (uint32_t i = 0; ret && i < c->nr; i++) {
+		struct tc_tstate *r = &c->t[i];
+
+		if (r->noff < 0 || (r->valid & (TC_V_NVME | TC_V_PINNED)) == TC_V_NVME ||
+		    (keep_homed && !r->pinned_home))
+			continue;
+		if (!tencache_swap_free(c->swap, r->noff)) {
+			r->noff = -1;
+			r->valid &= ~TC_V_NVME;
+			ret = tencache_swap_alloc(c->swap, t->bytes, &off);
+		}
+	}
+	if (!ret)
+		t->noff = off;
+	return ret;
+}
+
+void tc_exec_swap_full_err(struct tencache_cache *c, uint32_t id)
+{
+	tc_err(c->tc, "cache: NVMe swap full (%llu bytes wanted, no stale slot left to give back); raise nvme_budget (at most the tensors' total, each rounded up to 4 KiB)",
+	       (unsigned long long)c->t[id].bytes);
+}
+
 /* Synchronous NVMe transfer of a tensor between its pinned space and swap. */
 int tc_exec_stage_sync(struct tencache_cache *c, uint32_t id, int write)
 {
 	struct tc_tstate *t = &c->t[id];
 	struct tencache_stage_cqe cqe;
-	uint64_t off;
 	int ret;
 
-	if (t->noff < 0) {
-		ret = tencache_swap_alloc(c->swap, t->bytes, &off);
-		if (ret) {
-			tc_err(c->tc, "cache: NVMe swap full (%llu bytes wanted): a tensor keeps its swap slot once staged; raise nvme_budget (at most the tensors' total, each rounded up to 4 KiB)",
-			       (unsigned long long)t->bytes);
-			return ret;
-		}
-		t->noff = off;
+	ret = tc_exec_swap_slot(c, id, c->have_plan);
+	if (ret) {
+		tc_exec_swap_full_err(c, id);
+		return ret;
 	}
 	ret = write ? tencache_stage_write(c->stage, c->nvme_fd, pptr(c, t->poff), t->bytes,
 					   t->noff, 0, 0)

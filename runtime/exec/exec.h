@@ -375,6 +375,8 @@ int tc_exec_od_to_pinned(struct tencache_cache *c, uint32_t id);
 int tc_exec_od_clear_gpu(struct tencache_cache *c);
 int tc_exec_od_plain_gpu(struct tencache_cache *c);
 int tc_exec_copy_sync(struct tencache_cache *c, uint32_t id, int dir);
+int tc_exec_swap_slot(struct tencache_cache *c, uint32_t id, int keep_homed);
+void tc_exec_swap_full_err(struct tencache_cache *c, uint32_t id);
 int tc_exec_stage_sync(struct tencache_cache *c, uint32_t id, int write);
 int tc_exec_galloc(struct tencache_cache *c, uint32_t id);
 void tc_exec_sorder_forget(struct tencache_cache *c);

@@ -1175,6 +1175,63 @@ int tc_exec_trial_tick(struct tencache_cache *c)
 	return ret;
 }
 
+/*
+ * Swap space for good for NVMe-homed value id. On demand may have left the
+ * swap full of values the plan keeps pinned (their only copy there) while
+ * pinned memory holds values it homes on NVMe: they trade places, one
+ * pinned-homed value read back at a time (its slot then given back), room
+ * for it made by staging out NVMe-homed values that have a slot.
+ */
+static int slot_for_good(struct tencache_cache *c, uint32_t id)
+{
+	int ret;
+
+	while ((ret = tc_exec_swap_slot(c, id, 1)) == -ENOMEM) {
+		struct tc_tstate *p = NULL;
+		void *ptr;
+
+		ret = tc_exec_quiesce(c);	/* no copy reads the pinned copies below */
+		if (ret)
+			return ret;
+		for (uint32_t i = 0; i < c->nr && !p; i++)
+			if (c->t[i].pinned_home && c->t[i].valid == TC_V_NVME)
+				p = &c->t[i];
+		if (!p)
+			break;
+		while ((ret = tencache_pool_alloc(c->pool, p->bytes, &ptr)) == -ENOMEM) {
+			struct tc_tstate *h = NULL;
+
+			for (uint32_t i = 0; i < c->nr && !h; i++)
+				if (!c->t[i].pinned_home && c->t[i].poff >= 0 &&
+				    c->t[i].noff >= 0 && !c->t[i].held)
+					h = &c->t[i];
+			if (!h)
+				break;
+			if (h->valid & TC_V_PINNED && !(h->valid & TC_V_NVME)) {
+				ret = tc_exec_stage_sync(c, h - c->t, 1);
+				if (ret)
+					return ret;
+				h->valid |= TC_V_NVME;
+			}
+			ret = tencache_pool_free(c->pool, c->pbase + h->poff);
+			if (ret)
+				return ret;
+			h->poff = -1;
+			h->valid &= ~TC_V_PINNED;
+		}
+		if (ret)
+			break;
+		p->poff = (char *)ptr - c->pbase;
+		ret = tc_exec_stage_sync(c, p - c->t, 0);
+		if (ret)
+			return ret;
+		p->valid |= TC_V_PINNED;
+	}
+	if (ret == -ENOMEM)
+		tc_exec_swap_full_err(c, id);
+	return ret;
+}
+
 int tc_exec_enter_plan(struct tencache_cache *c)
 {
 	struct tc_plan_cfg cfg;
@@ -1358,18 +1415,9 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 		if (kind == TC_OP_STAGE_IN || kind == TC_OP_STAGE_OUT || kind == TC_OP_PDROP)
 			c->t[c->plan.ops[k].tensor].pinned_home = 0;
 	}
-	for (uint32_t i = 0; i < c->nr && !ret; i++) {
-		struct tc_tstate *t = &c->t[i];
-		uint64_t off;
-
-		if (!t->pinned_home && t->noff < 0) {	/* swap space for good */
-			ret = tencache_swap_alloc(c->swap, t->bytes, &off);
-			if (ret)
-				tc_err(c->tc, "cache: NVMe swap full (%llu bytes wanted): a tensor keeps its swap slot once staged; raise nvme_budget (at most the tensors' total, each rounded up to 4 KiB)",
-				       (unsigned long long)t->bytes);
-			t->noff = off;
-		}
-	}
+	for (uint32_t i = 0; i < c->nr && !ret; i++)	/* swap space for good */
+		if (!c->t[i].pinned_home)
+			ret = slot_for_good(c, i);
 	if (ret)
 		return ret;
 	tc_info(c->tc, "cache: planned %u accesses, %u ops (%s) in %.1f ms: %u tensors on the GPU, %u pinned, %u on NVMe; predicted GPU hits %u of %u",
