@@ -428,7 +428,10 @@ TENCACHE_API int tencache_adam_step(struct tencache_adam *a,
  * acquire a tensor before the kernels that use it and release it after. The
  * first step(s) run on demand while the profiler records the order; then the
  * planner places every tensor (GPU / pinned / NVMe) and the executor
- * prefetches so that acquire finds the tensor on the GPU.
+ * prefetches so that acquire finds the tensor on the GPU. On demand, an op
+ * whose tensors fit gpu_budget together always finds room for them: the
+ * cache keeps the GPU space outside held tensors in one piece (in the first
+ * profiled step, at some cost in hits: it does not know the ops yet).
  *
  * An op is the acquires made before the first release that follows them:
  * their tensors are held together while the op computes. A host op
