@@ -66,6 +66,7 @@ struct cout {
 
 struct cstate {
 	uint8_t *resident, *dirty, *live;
+	uint32_t *rl, *rpos, nrl;	/* the residents, in no order (set_res) */
 	int64_t *key, *last, *evict_at, *lru;
 	int64_t *held;		/* held by a group until this request */
 	int64_t *goff;		/* layout: resident's offset, else -1 */
@@ -123,6 +124,23 @@ static int push_victim(struct cout *o, struct victim v)
 	return 0;
 }
 
+/* t in or out of the residents (and their list, which pick_victim scans). */
+static void set_res(struct cstate *s, uint32_t t, uint8_t on)
+{
+	if (s->resident[t] == on)
+		return;
+	if (on) {
+		s->rpos[t] = s->nrl;
+		s->rl[s->nrl++] = t;
+	} else {
+		uint32_t last = s->rl[--s->nrl];
+
+		s->rl[s->rpos[t]] = last;
+		s->rpos[last] = s->rpos[t];
+	}
+	s->resident[t] = on;
+}
+
 /* Pick the victim: MIN = dead values first, then furthest next use, then
  * the largest; LRU = least recently used. Kept tensors (small ones, see
  * small_keep) go only when nothing else can. O(resident), planning time
@@ -132,8 +150,13 @@ static int64_t pick_victim(const struct cstate *s, uint32_t nt, const uint64_t *
 {
 	int64_t best = -1;
 
-	for (uint32_t t = 0; t < nt; t++) {
-		if (!s->resident[t] || s->held[t] >= now)
+	(void)nt;
+	/* the list is in no order: among equals the lowest id, as a scan
+	 * of every tensor found it */
+	for (uint32_t k = 0; k < s->nrl; k++) {
+		uint32_t t = s->rl[k];
+
+		if (s->held[t] >= now)
 			continue;
 		if (best < 0) {
 			best = t;
@@ -152,7 +175,7 @@ static int64_t pick_victim(const struct cstate *s, uint32_t nt, const uint64_t *
 			continue;
 		}
 		if (pol == TC_POLICY_LRU) {
-			if (s->lru[t] < s->lru[best])
+			if (s->lru[t] < s->lru[best] || (s->lru[t] == s->lru[best] && t < best))
 				best = t;
 			continue;
 		}
@@ -162,7 +185,10 @@ static int64_t pick_victim(const struct cstate *s, uint32_t nt, const uint64_t *
 		} else if (s->key[t] != s->key[best]) {
 			if (s->key[t] > s->key[best])
 				best = t;
-		} else if (bytes[t] > bytes[best]) {
+		} else if (bytes[t] != bytes[best]) {
+			if (bytes[t] > bytes[best])
+				best = t;
+		} else if (t < best) {
 			best = t;
 		}
 	}
@@ -370,7 +396,8 @@ static int lay_evict(struct lay *L, uint32_t first, uint32_t end, int64_t r,
 
 		if (ret)
 			return ret;
-		s->resident[v] = s->dirty[v] = 0;
+		set_res(s, v, 0);
+		s->dirty[v] = 0;
 		s->evict_at[v] = r;
 		s->goff[v] = -1;
 		*used -= bytes[v];
@@ -472,7 +499,8 @@ static int cache_step(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 		}
 		if ((q->f & RQ_KILL) && s->resident[t]) {
 			o->kill[r] = 1;
-			s->resident[t] = s->dirty[t] = 0;
+			set_res(s, t, 0);
+			s->dirty[t] = 0;
 			*used -= bytes[t];
 			if (L) {
 				o->goff[r] = s->goff[t];
@@ -506,7 +534,7 @@ static int cache_step(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 				L->nseg = L->nseg - (end - first) + 1;
 				L->seg[first] = (struct seg){ w, L->len[t], t };
 				s->goff[t] = o->goff[r] = w;
-				s->resident[t] = 1;
+				set_res(s, t, 1);
 				*used += bytes[t];
 				o->res[r] = (q->f & RQ_NEED) ? RES_MISS : RES_ALLOC;
 			} else {
@@ -520,11 +548,12 @@ static int cache_step(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 						.last = s->last[v] });
 					if (ret)
 						return ret;
-					s->resident[v] = s->dirty[v] = 0;
+					set_res(s, v, 0);
+					s->dirty[v] = 0;
 					s->evict_at[v] = r;
 					*used -= bytes[v];
 				}
-				s->resident[t] = 1;
+				set_res(s, t, 1);
 				*used += bytes[t];
 				o->res[r] = (q->f & RQ_NEED) ? RES_MISS : RES_ALLOC;
 			}
@@ -637,7 +666,7 @@ static int lay_close(const struct creq *rq, uint32_t n, const uint64_t *bytes, u
 			/* a resident the seam drops is refetched after it */
 			if ((s->resident[t] || (o->end[t] & 1)) && !(S[t] & 1))
 				s->evict_at[t] = n - 1;	/* -1 after the shift */
-			s->resident[t] = S[t] & 1;
+			set_res(s, t, S[t] & 1);
 			s->dirty[t] = S[t] >> 1 & 1;
 			s->goff[t] = Soff[t];
 			if (S[t] & 1)
@@ -689,6 +718,8 @@ static int cache_run(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 	s.key = malloc(nt * sizeof(int64_t)); s.last = malloc(nt * sizeof(int64_t));
 	s.evict_at = malloc(nt * sizeof(int64_t)); s.lru = malloc(nt * sizeof(int64_t));
 	s.held = malloc(nt * sizeof(int64_t));
+	s.rl = malloc(nt * sizeof(uint32_t) + 1);
+	s.rpos = malloc(nt * sizeof(uint32_t) + 1);
 	if (L) {
 		o->goff = malloc(n * sizeof(int64_t));
 		o->sgoff = malloc(nt * sizeof(int64_t));
@@ -699,7 +730,7 @@ static int cache_run(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 	    !o->vfirst || !o->evict_at || !o->lastw || !o->use || !o->start || !o->end ||
 	    !o->slive ||
 	    !s.resident || !s.dirty || !s.live || !s.key || !s.last || !s.evict_at ||
-	    !s.lru || !s.held || (L && (!o->goff || !o->sgoff || !o->egoff || !s.goff)))
+	    !s.lru || !s.held || !s.rl || !s.rpos || (L && (!o->goff || !o->sgoff || !o->egoff || !s.goff)))
 		goto out;
 	next_use(rq, n, nt, cyclic, st_key, st_live, nkey, nlive);
 	memcpy(o->slive, st_live, nt);
@@ -742,6 +773,7 @@ static int cache_run(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 out:
 	free(nkey); free(st_key); free(nlive); free(st_live);
 	free(s.resident); free(s.dirty); free(s.live); free(s.key); free(s.last);
+	free(s.rl); free(s.rpos);
 	free(s.evict_at); free(s.lru); free(s.held); free(s.goff);
 	if (ret)
 		cout_free(o);
