@@ -67,6 +67,11 @@ struct cout {
 struct cstate {
 	uint8_t *resident, *dirty, *live;
 	uint32_t *rl, *rpos, nrl;	/* the residents, in no order (set_res) */
+	/* MIN alone (no kept tensors, no cold-first class: the pinned
+	 * level): the residents in a heap by victim order too */
+	const uint64_t *bytes;
+	uint32_t *hp, *hpos, *htmp, nh;
+	bool heap;
 	int64_t *key, *last, *evict_at, *lru;
 	int64_t *held;		/* held by a group until this request */
 	int64_t *goff;		/* layout: resident's offset, else -1 */
@@ -124,31 +129,143 @@ static int push_victim(struct cout *o, struct victim v)
 	return 0;
 }
 
+static bool victim_scan;	/* tc_plan_test_victim_scan */
+
+void tc_plan_test_victim_scan(bool on)
+{
+	victim_scan = on;
+}
+
+/* a goes before b as MIN's victim: dead first, furthest next use, largest,
+ * then the lowest id */
+static bool hbefore(const struct cstate *s, uint32_t a, uint32_t b)
+{
+	if (s->live[a] != s->live[b])
+		return !s->live[a];
+	if (s->key[a] != s->key[b])
+		return s->key[a] > s->key[b];
+	if (s->bytes[a] != s->bytes[b])
+		return s->bytes[a] > s->bytes[b];
+	return a < b;
+}
+
+static void hswap(struct cstate *s, uint32_t i, uint32_t j)
+{
+	uint32_t a = s->hp[i], b = s->hp[j];
+
+	s->hp[i] = b;
+	s->hp[j] = a;
+	s->hpos[b] = i;
+	s->hpos[a] = j;
+}
+
+static void hdown(struct cstate *s, uint32_t i)
+{
+	for (;;) {
+		uint32_t l = 2 * i + 1, m = i;
+
+		if (l < s->nh && hbefore(s, s->hp[l], s->hp[m]))
+			m = l;
+		if (l + 1 < s->nh && hbefore(s, s->hp[l + 1], s->hp[m]))
+			m = l + 1;
+		if (m == i)
+			return;
+		hswap(s, i, m);
+		i = m;
+	}
+}
+
+/* the entry at i after its key changed (or it came in at the bottom) */
+static void hfix(struct cstate *s, uint32_t i)
+{
+	while (i && hbefore(s, s->hp[i], s->hp[(i - 1) / 2])) {
+		hswap(s, i, (i - 1) / 2);
+		i = (i - 1) / 2;
+	}
+	hdown(s, i);
+}
+
+static void hdel(struct cstate *s, uint32_t i)
+{
+	hswap(s, i, --s->nh);
+	if (i < s->nh)
+		hfix(s, i);
+}
+
+/* every resident again, after their keys were reset */
+static void hbuild(struct cstate *s)
+{
+	s->nh = s->nrl;
+	for (uint32_t k = 0; k < s->nrl; k++) {
+		s->hp[k] = s->rl[k];
+		s->hpos[s->rl[k]] = k;
+	}
+	for (uint32_t i = s->nh / 2; i-- > 0;)
+		hdown(s, i);
+}
+
+/* The best victim not held at now: the held ones popped on the way are put
+ * back. */
+static int64_t heap_victim(struct cstate *s, int64_t now)
+{
+	uint32_t nheld = 0;
+	int64_t v = -1;
+
+	while (s->nh) {
+		uint32_t t = s->hp[0];
+
+		if (s->held[t] < now) {
+			v = t;
+			break;
+		}
+		s->htmp[nheld++] = t;
+		hdel(s, 0);
+	}
+	while (nheld) {
+		uint32_t t = s->htmp[--nheld];
+
+		s->hp[s->nh] = t;
+		s->hpos[t] = s->nh++;
+		hfix(s, s->nh - 1);
+	}
+	return v;
+}
+
 /* t in or out of the residents (and their list, which pick_victim scans). */
 static void set_res(struct cstate *s, uint32_t t, uint8_t on)
 {
 	if (s->resident[t] == on)
 		return;
+	s->resident[t] = on;
 	if (on) {
 		s->rpos[t] = s->nrl;
 		s->rl[s->nrl++] = t;
+		if (s->heap) {
+			s->hp[s->nh] = t;
+			s->hpos[t] = s->nh++;
+			hfix(s, s->nh - 1);
+		}
 	} else {
 		uint32_t last = s->rl[--s->nrl];
 
 		s->rl[s->rpos[t]] = last;
 		s->rpos[last] = s->rpos[t];
+		if (s->heap)
+			hdel(s, s->hpos[t]);
 	}
-	s->resident[t] = on;
 }
 
 /* Pick the victim: MIN = dead values first, then furthest next use, then
  * the largest; LRU = least recently used. Kept tensors (small ones, see
  * small_keep) go only when nothing else can. O(resident), planning time
  * only. */
-static int64_t pick_victim(const struct cstate *s, uint32_t nt, const uint64_t *bytes,
+static int64_t pick_victim(struct cstate *s, uint32_t nt, const uint64_t *bytes,
 			   int64_t now, int64_t cold, enum tc_policy pol, const uint8_t *keep)
 {
 	int64_t best = -1;
+
+	if (s->heap)
+		return heap_victim(s, now);
 
 	(void)nt;
 	/* the list is in no order: among equals the lowest id, as a scan
@@ -570,6 +687,8 @@ static int cache_step(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 		if (q->f & (RQ_RES | RQ_FLUSH | RQ_KILL)) {
 			s->key[t] = nkey[r];
 			s->live[t] = nlive[r];
+			if (s->heap && s->resident[t])
+				hfix(s, s->hpos[t]);
 		}
 		o->use[r] = *used;
 	}
@@ -605,6 +724,8 @@ static int cache_lap(const struct creq *rq, uint32_t n, const uint64_t *bytes, u
 			s->evict_at[t] = -(int64_t)n;
 		s->held[t] = -1;
 	}
+	if (s->heap)
+		hbuild(s);
 	if (L)
 		lay_load(L, s, nt);
 	ret = cache_step(rq, n, bytes, nt, cap, capv, sub, pol, keep, nkey, nlive, L, s, o, used);
@@ -720,6 +841,15 @@ static int cache_run(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 	s.held = malloc(nt * sizeof(int64_t));
 	s.rl = malloc(nt * sizeof(uint32_t) + 1);
 	s.rpos = malloc(nt * sizeof(uint32_t) + 1);
+	s.bytes = bytes;
+	s.heap = pol != TC_POLICY_LRU && !keep && !L && !victim_scan;
+	for (uint32_t i = 0; i < n && s.heap; i++)
+		s.heap = rq[i].cold == INT64_MAX;
+	if (s.heap) {
+		s.hp = malloc(nt * sizeof(uint32_t) + 1);
+		s.hpos = malloc(nt * sizeof(uint32_t) + 1);
+		s.htmp = malloc(nt * sizeof(uint32_t) + 1);
+	}
 	if (L) {
 		o->goff = malloc(n * sizeof(int64_t));
 		o->sgoff = malloc(nt * sizeof(int64_t));
@@ -730,7 +860,8 @@ static int cache_run(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 	    !o->vfirst || !o->evict_at || !o->lastw || !o->use || !o->start || !o->end ||
 	    !o->slive ||
 	    !s.resident || !s.dirty || !s.live || !s.key || !s.last || !s.evict_at ||
-	    !s.lru || !s.held || !s.rl || !s.rpos || (L && (!o->goff || !o->sgoff || !o->egoff || !s.goff)))
+	    !s.lru || !s.held || !s.rl || !s.rpos ||
+	    (s.heap && (!s.hp || !s.hpos || !s.htmp)) || (L && (!o->goff || !o->sgoff || !o->egoff || !s.goff)))
 		goto out;
 	next_use(rq, n, nt, cyclic, st_key, st_live, nkey, nlive);
 	memcpy(o->slive, st_live, nt);
@@ -773,7 +904,7 @@ static int cache_run(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 out:
 	free(nkey); free(st_key); free(nlive); free(st_live);
 	free(s.resident); free(s.dirty); free(s.live); free(s.key); free(s.last);
-	free(s.rl); free(s.rpos);
+	free(s.rl); free(s.rpos); free(s.hp); free(s.hpos); free(s.htmp);
 	free(s.evict_at); free(s.lru); free(s.held); free(s.goff);
 	if (ret)
 		cout_free(o);

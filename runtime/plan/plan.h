@@ -250,6 +250,9 @@ const char *tc_op_name(enum tc_op_kind k);
 int tc_plan_build(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 		  struct tc_plan *plan);
 void tc_plan_free(struct tc_plan *plan);
+/* Tests: pick every victim by a scan of the residents, as before the heap
+ * (plan.c heap_victim); the plans must come out the same. */
+void tc_plan_test_victim_scan(bool on);
 /* Replays the table over several steps from the start state; checks every
  * read finds valid data, holds last through their op, nothing valid is lost,
  * and GPU / pinned bytes never exceed the budgets; with a layout, that no
