@@ -918,22 +918,25 @@ static int64_t place_early(uint64_t *use, uint32_t n, int64_t lb, int64_t r,
 			   int64_t delta, uint64_t cap, const uint64_t *capv)
 {
 	int64_t p = r;
+	uint32_t k;
 
 	if (lb > r)
 		lb = r;
 	if (delta <= 0) {
 		p = lb;
-	} else {
-		while (p - 1 >= lb) {
-			uint32_t k = (p - 1 + 2 * (int64_t)n) % n;
-
-			if (use[k] + delta > cap_at(cap, capv, 0, k))
-				break;
+	} else if (lb < r) {	/* k: p - 1's index, walked down without a division */
+		k = (uint32_t)((r - 1 + 2 * (int64_t)n) % n);
+		while (p - 1 >= lb && use[k] + delta <= cap_at(cap, capv, 0, k)) {
 			p--;
+			k = k ? k - 1 : n - 1;
 		}
 	}
-	for (int64_t k = p; k < r; k++)
-		use[(k + 2 * (int64_t)n) % n] += delta;
+	k = (uint32_t)((p + 2 * (int64_t)n) % n);
+	for (int64_t i = p; i < r; i++) {
+		use[k] += delta;
+		if (++k == n)
+			k = 0;
+	}
 	return p;
 }
 
