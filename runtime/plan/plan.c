@@ -185,6 +185,13 @@ static void hfix(struct cstate *s, uint32_t i)
 	hdown(s, i);
 }
 
+static void hpush(struct cstate *s, uint32_t t)
+{
+	s->hp[s->nh] = t;
+	s->hpos[t] = s->nh++;
+	hfix(s, s->nh - 1);
+}
+
 static void hdel(struct cstate *s, uint32_t i)
 {
 	hswap(s, i, --s->nh);
@@ -221,13 +228,8 @@ static int64_t heap_victim(struct cstate *s, int64_t now)
 		s->htmp[nheld++] = t;
 		hdel(s, 0);
 	}
-	while (nheld) {
-		uint32_t t = s->htmp[--nheld];
-
-		s->hp[s->nh] = t;
-		s->hpos[t] = s->nh++;
-		hfix(s, s->nh - 1);
-	}
+	while (nheld)
+		hpush(s, s->htmp[--nheld]);
 	return v;
 }
 
@@ -240,11 +242,8 @@ static void set_res(struct cstate *s, uint32_t t, uint8_t on)
 	if (on) {
 		s->rpos[t] = s->nrl;
 		s->rl[s->nrl++] = t;
-		if (s->heap) {
-			s->hp[s->nh] = t;
-			s->hpos[t] = s->nh++;
-			hfix(s, s->nh - 1);
-		}
+		if (s->heap)
+			hpush(s, t);
 	} else {
 		uint32_t last = s->rl[--s->nrl];
 
@@ -258,7 +257,8 @@ static void set_res(struct cstate *s, uint32_t t, uint8_t on)
 /* Pick the victim: MIN = dead values first, then furthest next use, then
  * the largest; LRU = least recently used. Kept tensors (small ones, see
  * small_keep) go only when nothing else can. O(resident), planning time
- * only. */
+ * only; with the heap O(log resident) per held one passed over (OPT-13B
+ * with 20 layers and NVMe made 13.9 M picks per run of the replay). */
 static int64_t pick_victim(struct cstate *s, uint32_t nt, const uint64_t *bytes,
 			   int64_t now, int64_t cold, enum tc_policy pol, const uint8_t *keep)
 {
