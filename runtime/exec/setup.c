@@ -1184,15 +1184,14 @@ int tc_exec_trial_tick(struct tencache_cache *c)
  */
 static int slot_for_good(struct tencache_cache *c, uint32_t id)
 {
-	int ret;
+	int ret = tc_exec_swap_slot(c, id, 1);
 
-	while ((ret = tc_exec_swap_slot(c, id, 1)) == -ENOMEM) {
+	if (ret == -ENOMEM)	/* no copy reads the pinned copies below */
+		ret = tc_exec_quiesce(c) ?: -ENOMEM;
+	while (ret == -ENOMEM) {
 		struct tc_tstate *p = NULL;
 		void *ptr;
 
-		ret = tc_exec_quiesce(c);	/* no copy reads the pinned copies below */
-		if (ret)
-			return ret;
 		for (uint32_t i = 0; i < c->nr && !p; i++)
 			if (c->t[i].pinned_home && c->t[i].valid == TC_V_NVME)
 				p = &c->t[i];
@@ -1207,7 +1206,7 @@ static int slot_for_good(struct tencache_cache *c, uint32_t id)
 					h = &c->t[i];
 			if (!h)
 				break;
-			if (h->valid & TC_V_PINNED && !(h->valid & TC_V_NVME)) {
+			if ((h->valid & TC_V_PINNED) && !(h->valid & TC_V_NVME)) {
 				ret = tc_exec_stage_sync(c, h - c->t, 1);
 				if (ret)
 					return ret;
@@ -1226,6 +1225,7 @@ static int slot_for_good(struct tencache_cache *c, uint32_t id)
 		if (ret)
 			return ret;
 		p->valid |= TC_V_PINNED;
+		ret = tc_exec_swap_slot(c, id, 1);
 	}
 	if (ret == -ENOMEM)
 		tc_exec_swap_full_err(c, id);

@@ -259,7 +259,7 @@ static void set_res(struct cstate *s, uint32_t t, uint8_t on)
  * small_keep) go only when nothing else can. O(resident), planning time
  * only; with the heap O(log resident) per held one passed over (OPT-13B
  * with 20 layers and NVMe made 13.9 M picks per run of the replay). */
-static int64_t pick_victim(struct cstate *s, uint32_t nt, const uint64_t *bytes,
+static int64_t pick_victim(struct cstate *s, const uint64_t *bytes,
 			   int64_t now, int64_t cold, enum tc_policy pol, const uint8_t *keep)
 {
 	int64_t best = -1;
@@ -267,7 +267,6 @@ static int64_t pick_victim(struct cstate *s, uint32_t nt, const uint64_t *bytes,
 	if (s->heap)
 		return heap_victim(s, now);
 
-	(void)nt;
 	/* the list is in no order: among equals the lowest id, as a scan
 	 * of every tensor found it */
 	for (uint32_t k = 0; k < s->nrl; k++) {
@@ -656,7 +655,7 @@ static int cache_step(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 				o->res[r] = (q->f & RQ_NEED) ? RES_MISS : RES_ALLOC;
 			} else {
 				while (*used + bytes[t] > cap_at(cap, capv, sub, r)) {
-					int64_t v = pick_victim(s, nt, bytes, r, q->cold, pol, keep);
+					int64_t v = pick_victim(s, bytes, r, q->cold, pol, keep);
 
 					if (v < 0)
 						return -ENOSPC;
