@@ -598,6 +598,10 @@ struct tencache_cache_stats {
 	/* what the links move both ways at once, as the plans used it, B/s:
 	 * H2D + D2H, and NVMe read + write (one disk); 0: taken as independent */
 	double duplex_bw[2];
+	/* with an NVMe tier, the pinned bytes the plan running now was made
+	 * for: pinned_budget less the room its pinned layout needed (0: no
+	 * plan, or no NVMe tier) */
+	uint64_t plan_pinned_bytes;
 };
 
 TENCACHE_API int tencache_cache_create(struct tencache *tc, struct tencache_cache **cp,

@@ -2887,6 +2887,7 @@ int tencache_cache_stats(struct tencache_cache *c, struct tencache_cache_stats *
 		st->plan_read_bytes = c->plan.st.read_bytes;
 		st->plan_hit_bytes = c->plan.st.hit_bytes;
 		st->plan_laid_out = c->laid_out;
+		st->plan_pinned_bytes = c->swap ? c->plan_pinned_bytes : 0;
 	}
 	st->plan_trying = c->trial == TC_TRIAL_FIRST || c->trial == TC_TRIAL_SECOND;
 	/* the caller's struct may be shorter (older) or longer (newer) */

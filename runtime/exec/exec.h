@@ -186,6 +186,8 @@ struct tencache_cache {
 	uint64_t frag_slack;		/* GPU bytes kept out of plans */
 	uint64_t pfrag_slack;		/* pinned bytes kept out of plans */
 	int pinned_enomem;		/* the last -ENOMEM was the pinned arena's */
+	uint64_t pinned_over;		/* pinned_place: bytes its layout needs past the pool */
+	unsigned pslack_tries;		/* plans made again for the pinned layout */
 #define TC_GPU_CLASSES 16
 	struct tencache_size_count ghist[TC_GPU_CLASSES];	/* the plan's GPU slabs */
 	unsigned nr_ghist;
@@ -230,6 +232,7 @@ struct tencache_cache {
 	double duplex_bw;	/* H2D + D2H both at once; 0: the planner's figure */
 	double nvme_duplex_bw;	/* NVMe read + write at once; 0: independent */
 	uint64_t plan_gpu_bytes;	/* the GPU bytes the plan was made for */
+	uint64_t plan_pinned_bytes;	/* the same for the pinned pool */
 
 	/*
 	 * Staging workers, one per direction ([0] reads, [1] writes), each
