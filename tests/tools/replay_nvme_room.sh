@@ -3,11 +3,13 @@
 # pool, the next plan keeps out about what the layout lacked, not 1/16 of
 # the pinned budget. OPT-13B at 25% with NVMe, scaled down for host mode
 # (20 layers, a quarter of the hidden size and of the vocabulary, 80%
-# pinned). First fit packs these plans 1.2-1.5% past the pool; keeping
-# 1/16 out (each time) moved ZeRO-like's and 10Cache's staging from 647
-# and 726 MB each way per step to 857 MB, ours' from 563 to 798 MB. Each
-# policy's plan must be made for at least 95% of the pinned budget, laid
-# out, with no re-plan mid-step. Exit 0 pass, 1 fail.
+# pinned). First fit packs these plans 1-3% past their peak. Keeping 1/16
+# out moved ZeRO-like's and 10Cache's staging to 857 MB each way per step,
+# ours' to 798 MB; keeping out what the layout lacked, 647, 726 and 563 MB;
+# with best fit and a third order tried too (the least height kept out),
+# 594, 621 and 520 MB. Each policy's plan must be made for at least 97% of
+# the pinned budget (10Cache's was 96.0% with the two first-fit orders),
+# laid out, with no re-plan mid-step. Exit 0 pass, 1 fail.
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" replay-nvme-room /var/tmp	# O_DIRECT: not tmpfs
 
@@ -32,8 +34,8 @@ for p in res["policies"]:
                                       p["replans"], p["link_bytes"][2] / 1e6))
     if not p.get("ok") or not p.get("step_mean_ns"):
         bad.append(name + " did not run")
-    if share < 0.95:
-        bad.append("%s planned for %.1f%% of the pinned budget, want >= 95%%" % (name, 100 * share))
+    if share < 0.97:
+        bad.append("%s planned for %.1f%% of the pinned budget, want >= 97%%" % (name, 100 * share))
     if p.get("pinned_layouts", 0) < 1:
         bad.append(name + " ran no plan with laid-out pinned ranges")
     if p["replans"]:
