@@ -844,12 +844,14 @@ static int pinned_place(struct tencache_cache *c)
 	free(c->op_poff);
 	free(c->start_poff);
 	c->op_poff = c->start_poff = NULL;
+	c->pinned_over = 0;
 	if (!c->swap || c->playout_failed || tencache_pool_info(c->pool, &pi))
 		return -ENOENT;
 	tl.cap = pi.size;
 	ret = lay_out(c, &c->plan, &tl, &c->op_poff, &c->start_poff, NULL, &h);
 	/* how far past the pool they reach: what the next plan keeps out */
-	c->pinned_over = !ret && h > pi.size ? h - pi.size : 0;
+	if (!ret && h > pi.size)
+		c->pinned_over = h - pi.size;
 	if (ret > 0) {
 		c->st.pinned_layouts++;
 		tc_info(c->tc, "cache: the plan's pinned ranges laid out ahead");
@@ -1493,8 +1495,8 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 		 * the plan's ranges do not lay out: plan again with room. A
 		 * layout keeps out what it reached past the pool, at least
 		 * 1/256 of the budget, doubling with each try up to 1/16
-		 * (first fit packs a plan within ~2% of its peak: 1/16 at
-		 * once sent OPT-13B's staging ~50% more bytes each way) */
+		 * (the layout packs a plan within ~2% of its peak: 1/16 at
+		 * once sent OPT-13B's staging ~35% more bytes each way) */
 		uint64_t step = c->p.pinned_budget >> (8 - (c->pslack_tries < 4 ? c->pslack_tries : 4));
 
 		c->planned = 0;
