@@ -22,3 +22,15 @@ refused() {
 		exit 1
 	fi
 }
+
+# run_replay PATTERN ARGS...: tencache-bench replay ARGS, its JSON at $T/r.json
+# and its output at $T/r.txt; prints the output's lines matching the extended
+# regex PATTERN; else (a non-zero exit) FAIL with the output's tail, exit 1.
+run_replay() {
+	local pat=$1 rc
+	shift
+	"$BENCH" replay "$@" -o "$T/r.json" > "$T/r.txt" 2>&1
+	rc=$?
+	grep -E -- "$pat" "$T/r.txt"
+	[ "$rc" = 0 ] || { echo "FAIL: replay exited $rc"; tail -20 "$T/r.txt"; exit 1; }
+}

@@ -11,13 +11,10 @@
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" replay-nvme-layout /var/tmp	# O_DIRECT: not tmpfs
 
-"$BENCH" replay --host --model opt-13b --layers 3 --hidden 1280 --vocab 25136 \
+run_replay "^(tencache|zero-inf|10cache) |fragmented|error" \
+	--host --model opt-13b --layers 3 --hidden 1280 --vocab 25136 \
 	--gpu-budget 332M --pinned-budget 50% --nvme "$T/swap" --batch 2 --adam-rate 5e9 \
-	--overlap --warmup 2 --steps 2 --policies ours,zero,10cache --verbose \
-	-o "$T/r.json" > "$T/r.txt" 2>&1
-rc=$?
-grep -E "^(tencache|zero-inf|10cache) |fragmented|error" "$T/r.txt"
-[ "$rc" = 0 ] || { echo "FAIL: replay exited $rc"; tail -20 "$T/r.txt"; exit 1; }
+	--overlap --warmup 2 --steps 2 --policies ours,zero,10cache --verbose
 python3 - "$T/r.json" <<'PY'
 import json, sys
 

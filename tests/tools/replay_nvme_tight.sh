@@ -12,13 +12,10 @@
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" replay-nvme-tight /var/tmp	# O_DIRECT: not tmpfs
 
-"$BENCH" replay --host --model opt-13b --layers 20 --hidden 1280 --vocab 12568 \
+run_replay "^(tencache|zero-inf) |error" \
+	--host --model opt-13b --layers 20 --hidden 1280 --vocab 12568 \
 	--gpu-budget 10.5% --pinned-budget 80% --nvme "$T/swap" --nvme-budget 3G \
-	--batch 2 --adam-rate 5e9 --overlap --warmup 2 --steps 1 --policies ours,zero \
-	-o "$T/r.json" > "$T/r.txt" 2>&1
-rc=$?
-grep -E "^(tencache|zero-inf) |error" "$T/r.txt"
-[ "$rc" = 0 ] || { echo "FAIL: replay exited $rc"; tail -20 "$T/r.txt"; exit 1; }
+	--batch 2 --adam-rate 5e9 --overlap --warmup 2 --steps 1 --policies ours,zero
 python3 - "$T/r.json" <<'PY'
 import json, sys
 
