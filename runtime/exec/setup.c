@@ -599,12 +599,12 @@ static int res_by_area(const void *x, const void *y, void *arg)
  * The residencies in order, each at the lowest offset free of those placed
  * before it that overlap it in time (first fit), or in the smallest such
  * gap that holds it (best fit); fixed ones come first and keep theirs.
- * Returns the height they reach; pf, if given, says where the first one
- * past cap lies.
+ * Returns the height they reach (past cap: at the first one past it, unless
+ * whole); pf, if given, says where the first one past cap lies.
  */
 static uint64_t place_order(const struct tc_plan *pl, struct tc_res *r, uint32_t nres,
 			    const uint32_t *order, uint64_t *busy, uint64_t T, uint64_t cap,
-			    bool best, struct place_fail *pf)
+			    bool best, bool whole, struct place_fail *pf)
 {
 	uint64_t height = 0;
 
@@ -656,6 +656,8 @@ static uint64_t place_order(const struct tc_plan *pl, struct tc_res *r, uint32_t
 			pf->over = at + x->len - cap;
 			pf = NULL;
 		}
+		if (height > cap && !whole)
+			break;
 	}
 	return height;
 }
@@ -773,7 +775,7 @@ static int lay_out(struct tencache_cache *c, const struct tc_plan *pl,
 			order[i] = i;
 		qsort_r(order, nres, sizeof(*order), lay_passes[pass].cmp, r);
 		h = place_order(pl, r, nres, order, busy, T, tl->cap, lay_passes[pass].best,
-				pass ? NULL : pf);
+				height != NULL, pass ? NULL : pf);
 		placed = h <= tl->cap;
 		if (height && (!pass || h < *height))
 			*height = h;
