@@ -75,6 +75,7 @@ struct opts {
 	bool have_overlap_layers;
 	bool no_defer;			/* --no-defer: host acquires wait (the caller) */
 	double bw[TC_LINK_NR];	/* B/s */
+	double nvme_duplex;	/* --bw's fifth figure, B/s (0: none) */
 };
 
 /* What one policy's run gave. */
@@ -154,9 +155,12 @@ static int usage(void)
 "  --pinned-budget B|P%%  pinned bytes with --nvme (%% of all tensor bytes;\n"
 "                      default 50%%)\n"
 "  --nvme-budget B     NVMe bytes (default: all tensor bytes)\n"
-"  --bw H2D,D2H[,NVR,NVW]  link bandwidths in GB/s, given to the cache and the\n"
-"                      timing model (default: host mode measures memcpy; on a GPU\n"
-"                      the cache calibrates and the model uses the H200 figures)\n"
+"  --bw H2D,D2H[,NVR,NVW[,NVRW]]  link bandwidths in GB/s, given to the cache and\n"
+"                      the timing model (default: host mode measures memcpy; on a\n"
+"                      GPU the cache calibrates and the model uses the H200\n"
+"                      figures); NVRW: the disk's read + write rate when it serves\n"
+"                      both at once, for the model and its bound (default: the two\n"
+"                      independent)\n"
 "  --host              host mode even with a GPU (always without one)\n"
 "  --model-only        only the planner and its timing model (tc_sim_run) per\n"
 "                      policy, with --bw or the H200 figures: no cache, no\n"
@@ -252,7 +256,7 @@ static int parse_bytes(const char *s, uint64_t base, uint64_t *v)
 	return 0;
 }
 
-static int parse_bw(const char *s, double *bw)
+static int parse_bw(const char *s, double *bw, double *nvme_duplex)
 {
 	char *copy = strdup(s), *tok, *save = NULL;
 	int n = 0, ret = 0;
@@ -260,13 +264,15 @@ static int parse_bw(const char *s, double *bw)
 	if (!copy)
 		return -ENOMEM;
 	for (tok = strtok_r(copy, ",", &save); tok && !ret; tok = strtok_r(NULL, ",", &save)) {
-		if (n == TC_LINK_NR || parse_double(tok, &bw[n]))
+		double *v = n < TC_LINK_NR ? &bw[n] : nvme_duplex;
+
+		if (n > TC_LINK_NR || parse_double(tok, v) || !(*v > 0))
 			ret = -EINVAL;
 		else
-			bw[n++] *= 1e9;
+			*v *= 1e9, n++;
 	}
 	free(copy);
-	if (!ret && n < 2)
+	if (!ret && (n < 2 || n == 3))
 		ret = -EINVAL;
 	/* NVMe figures default to the planner's when only the PCIe ones are given */
 	if (!ret && n == 2) {
@@ -391,7 +397,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case O_PINNED_BUDGET: o->pinned_budget = optarg; break;
 		case O_NVME_BUDGET: o->nvme_budget = optarg; break;
 		case O_NVME: o->nvme = optarg; break;
-		case O_BW: bad = parse_bw(optarg, o->bw); o->have_bw = true; break;
+		case O_BW: bad = parse_bw(optarg, o->bw, &o->nvme_duplex); o->have_bw = true; break;
 		case O_HOST: o->host = true; break;
 		case O_POLICIES: bad = parse_policies(optarg, o->pol); break;
 		case O_TABLE: o->table = optarg; break;
@@ -521,7 +527,8 @@ static double memcpy_bw(void)
 /* ---- the planner's prediction --------------------------------------------- */
 
 static void plan_cfg(const struct tencache_cache_params *cp, const double *bw,
-		     enum tc_policy pol, bool overlap, struct tc_plan_cfg *cfg)
+		     double nvme_duplex, enum tc_policy pol, bool overlap,
+		     struct tc_plan_cfg *cfg)
 {
 	tc_plan_cfg_default(cfg);
 	if (overlap)
@@ -532,6 +539,8 @@ static void plan_cfg(const struct tencache_cache_params *cp, const double *bw,
 	cfg->nvme_bytes = cp->nvme_budget;
 	for (int l = 0; l < TC_LINK_NR; l++)
 		cfg->bw[l] = bw[l];
+	if (nvme_duplex > 0)
+		cfg->nvme_duplex_bw = nvme_duplex;
 	cfg->policy = pol;
 }
 
@@ -1773,12 +1782,15 @@ int bench_replay(int argc, char **argv)
 		fmt_bytes(b2, sizeof(b2), cp.nvme_budget);
 		printf("; pinned %s, NVMe %s at %s", b1, b2, o.nvme);
 	}
-	plan_cfg(&cp, bw, TC_POLICY_OURS, o.gen.opt_overlap, &pcfg);
+	plan_cfg(&cp, bw, o.nvme_duplex, TC_POLICY_OURS, o.gen.opt_overlap, &pcfg);
 	mdx[0] = pcfg.duplex_bw;
 	mdx[1] = pcfg.nvme_duplex_bw;
 	printf("\n  links (GB/s): H2D %.1f, D2H %.1f (both at once %.1f in the model), NVMe read %.1f, "
-	       "write %.1f: %s\n", bw[0] / 1e9, bw[1] / 1e9, pcfg.duplex_bw / 1e9, bw[2] / 1e9,
-	       bw[3] / 1e9, bw_src);
+	       "write %.1f", bw[0] / 1e9, bw[1] / 1e9, pcfg.duplex_bw / 1e9, bw[2] / 1e9,
+	       bw[3] / 1e9);
+	if (pcfg.nvme_duplex_bw > 0)
+		printf(" (both at once %.1f in the model)", pcfg.nvme_duplex_bw / 1e9);
+	printf(": %s\n", bw_src);
 	if (o.gen.opt_overlap) {
 		ret = pick_overlap(&o, &m, &pcfg, &tr);
 		if (ret) {
@@ -1816,7 +1828,7 @@ int bench_replay(int argc, char **argv)
 		t0 = now_ns();
 		pol_deadline_ns = deadline_ns && t0 < deadline_ns ?
 				  t0 + (deadline_ns - t0) / left : deadline_ns;
-		plan_cfg(&cp, bw, policies[i].tp, o.gen.opt_overlap, &pcfg);
+		plan_cfg(&cp, bw, o.nvme_duplex, policies[i].tp, o.gen.opt_overlap, &pcfg);
 		if (o.layout && policies[i].tp == TC_POLICY_OURS)
 			pcfg.flags |= TC_PLAN_LAYOUT;	/* what the cache runs then */
 		t0 = now_ns();
@@ -1846,7 +1858,7 @@ int bench_replay(int argc, char **argv)
 			any_fail = true;
 		if (r->plan_laid_out && !(pcfg.flags & TC_PLAN_LAYOUT)) {
 			/* the cache ran ours laid out by the planner: model that */
-			plan_cfg(&cp, bw, TC_POLICY_OURS, o.gen.opt_overlap, &pcfg);
+			plan_cfg(&cp, bw, o.nvme_duplex, TC_POLICY_OURS, o.gen.opt_overlap, &pcfg);
 			pcfg.flags |= TC_PLAN_LAYOUT;
 			predict(&tr, &pcfg, r);
 			if (!r->plan_err)
@@ -1854,7 +1866,7 @@ int bench_replay(int argc, char **argv)
 		}
 		if (r->plan_fallbacks && policies[i].tp == TC_POLICY_OURS) {
 			/* the cache ran the ZeRO-like plan: model that one */
-			plan_cfg(&cp, bw, TC_POLICY_ZERO, o.gen.opt_overlap, &pcfg);
+			plan_cfg(&cp, bw, o.nvme_duplex, TC_POLICY_ZERO, o.gen.opt_overlap, &pcfg);
 			predict(&tr, &pcfg, r);
 			r->model_fallback = true;
 			if (!r->plan_err) {
