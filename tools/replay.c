@@ -1434,6 +1434,8 @@ static cJSON *result_json(int argc, char **argv, const struct opts *o,
 	arr = cJSON_AddObjectToObject(x, "bw");
 	for (int l = 0; l < TC_LINK_NR; l++)
 		cJSON_AddNumberToObject(arr, link_names[l], bw[l]);
+	if (o->nvme_duplex > 0)
+		cJSON_AddNumberToObject(arr, "NVMe-rd+wr", o->nvme_duplex);
 	cJSON_AddStringToObject(x, "bw_source", bw_src);
 	cJSON_AddNumberToObject(root, "belady_hit_rate", hr->belady);
 	cJSON_AddNumberToObject(root, "belady_byte_hit_rate", hr->belady_bytes);

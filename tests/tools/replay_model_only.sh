@@ -6,8 +6,11 @@
 # shorter than with the Adam after backward (a deterministic simulation, not
 # a timing). --model-only with --timeline is refused, and so are --layout with
 # --no-layout, --timeline-all without --timeline, and outputs (-o, --timeline,
-# --plot) in a directory that cannot take them, before anything runs. Exit 0
-# pass, 1 fail.
+# --plot) in a directory that cannot take them, before anything runs. With
+# NVMe (OPT-1.3B, 25% pinned), --bw's fifth figure (the disk's rate serving
+# reads and writes at once) is in the JSON and can only lengthen ours'
+# modelled step and bound; a --bw of 3 or 6 figures, or a zero, is refused.
+# Exit 0 pass, 1 fail.
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" replay-model
 
@@ -53,6 +56,34 @@ for b in bad:
     print("FAIL:", b)
 sys.exit(1 if bad else 0)
 PY
+
+# the disk's both-at-once rate: the model's reads and writes share it
+for v in apart shared; do
+	bw=50,50,4,3
+	[ $v = shared ] && bw=$bw,2.5
+	args="--model opt-1.3b --gpu-budget 25% --nvme $T/x.swap --pinned-budget 25% --bw $bw"
+	echo "+ tencache-bench replay $args --model-only --policies ours"
+	"$BENCH" replay $args --model-only --policies ours -o "$T/$v.json" > "$T/$v.txt" 2>&1 ||
+		{ cat "$T/$v.txt"; echo "FAIL: replay $args exited $?"; exit 1; }
+	grep -E '^  links|^tencache ' "$T/$v.txt"
+done
+python3 - "$T/apart.json" "$T/shared.json" <<'PY' || exit 1
+import json, sys
+a, s = (json.load(open(p)) for p in sys.argv[1:])
+ma, ms = a["policies"][0]["model"], s["policies"][0]["model"]
+ok = ("NVMe-rd+wr" not in a["cache"]["bw"] and
+      s["cache"]["bw"].get("NVMe-rd+wr") == 2.5e9 and
+      ma["link_bytes"][2] > 0 and
+      ms["step_ns"] >= ma["step_ns"] and ms["bound_ns"] > ma["bound_ns"])
+print("ours, modelled: reads and writes apart %.1f ms (bound %.1f), sharing 2.5 GB/s %.1f ms (bound %.1f)" %
+      (ma["step_ns"] / 1e6, ma["bound_ns"] / 1e6, ms["step_ns"] / 1e6, ms["bound_ns"] / 1e6))
+sys.exit(0 if ok else 1)
+PY
+[ $? = 0 ] || { echo "FAIL: --bw's fifth figure: not in the JSON or the model did not share the disk"; exit 1; }
+for bw in 50,50,4 50,50,4,3,2.5,1 50,0 50,50,4,3,0; do
+	refused "bad value for --bw" replay --model-only --bw $bw
+done
+echo "--bw with 3 or 6 figures, or a zero, refused"
 
 refused "--model-only" replay --model opt-6.7b --model-only --timeline "$T/x.json"
 echo "--model-only --timeline refused"
