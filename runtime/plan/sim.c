@@ -7,7 +7,8 @@
  * placed later runs at what is left of the other direction's rate (NVMe
  * reads and writes the same, with cfg->nvme_duplex_bw). The
  * host is modelled one op ahead of the GPU: ops issued at access i start
- * no earlier than the compute of the op before i. With TC_PLAN_HOST_ASYNC
+ * no earlier than the compute of the op before i, and it blocks where an
+ * op needs pinned space that is not yet free. With TC_PLAN_HOST_ASYNC
  * host ops run on a lane of their own, one at a time, from when the host
  * reaches them and their copies are done; the GPU goes on, but the host
  * blocks where it acquires a tensor a host op still holds (as the
@@ -318,8 +319,19 @@ int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 						rg.at[op->tensor] = pl->op_goff[k];
 					}
 				}
-				else if (op->kind == TC_OP_STAGE_IN || op->kind == TC_OP_PALLOC)
-					ret = tier_alloc(&pin, ready, b, &ready);
+				else if (op->kind == TC_OP_STAGE_IN || op->kind == TC_OP_PALLOC) {
+					/* the executor's caller takes the pinned space
+					 * as it issues the op, waiting there for frees
+					 * (cache.c palloc, palloc_at): the host blocks,
+					 * not only the copy */
+					uint64_t h = issue > blocked ? issue : blocked;
+
+					ret = tier_alloc(&pin, h, b, &at);
+					if (at > h)
+						blocked = at;
+					if (at > ready)
+						ready = at;
+				}
 				if (ret)
 					break;
 				if (l >= 0) {
