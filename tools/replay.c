@@ -266,10 +266,12 @@ static int parse_bw(const char *s, double *bw, double *nvme_duplex)
 	for (tok = strtok_r(copy, ",", &save); tok && !ret; tok = strtok_r(NULL, ",", &save)) {
 		double *v = n < TC_LINK_NR ? &bw[n] : nvme_duplex;
 
-		if (n > TC_LINK_NR || parse_double(tok, v) || !(*v > 0))
+		if (n > TC_LINK_NR || parse_double(tok, v) || !(*v > 0)) {
 			ret = -EINVAL;
-		else
-			*v *= 1e9, n++;
+		} else {
+			*v *= 1e9;
+			n++;
+		}
 	}
 	free(copy);
 	if (!ret && (n < 2 || n == 3))
