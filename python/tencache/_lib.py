@@ -44,7 +44,12 @@ class CacheStats(ctypes.Structure):
                 ("static_layouts", c_u64), ("replans", c_u64),
                 ("plan_fallbacks", c_u64), ("held_copies", c_u64),
                 ("plan_gpu_bytes", c_u64), ("plan_reads", c_u64), ("plan_hits", c_u64),
-                ("plan_read_bytes", c_u64), ("plan_hit_bytes", c_u64)]
+                ("plan_read_bytes", c_u64), ("plan_hit_bytes", c_u64),
+                ("planner_layouts", c_u64), ("plan_laid_out", c_u64),
+                ("plan_trying", c_u64), ("plan_trials", c_u64), ("deferred_waits", c_u64),
+                ("pinned_layouts", c_u64),
+                ("duplex_bw", ctypes.c_double * 2),    # H2D + D2H, NVMe read + write
+                ("plan_pinned_bytes", c_u64)]
 
 
 class AdamParams(ctypes.Structure):

@@ -750,6 +750,7 @@ class Runtime:
         d = {k: getattr(st, k) for k, _ in L.CacheStats._fields_ if k != "reserved"}
         d["link_bytes"] = list(st.link_bytes)    # H2D, D2H, NVMe read, NVMe write
         d["link_bw"] = list(st.link_bw)          # B/s the plans used, same order
+        d["duplex_bw"] = list(st.duplex_bw)      # both ways at once: PCIe, NVMe
         return d
 
     def timeline(self, path):

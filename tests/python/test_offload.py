@@ -16,13 +16,16 @@ Cases: fp32; bf16 and fp16 compute with fp32 masters (reference: the same
 mixed precision by hand: fp32 masters in torch's AdamW, copies rounded to
 nearest even); an NVMe tier; an evaluation forward under no_grad in the
 middle (a re-profile); HF OPT and Llama built from tiny configs when
-transformers is importable; the C AdamW alone against torch; clear errors.
+transformers is importable; the C AdamW alone against torch; clear errors;
+and the package's ctypes structs against include/tencache.h (a compiled probe
+of each C struct's size and field offsets).
 
 Prints TAP lines and "N passed, N failed, N skipped"; exits 0, 1, or 77
 when torch cannot be imported.
 """
 import contextlib
 import copy
+import ctypes
 import math
 import os
 import subprocess
@@ -348,6 +351,49 @@ def expect_error(name, fn, *words):
     tap(False, f"error: {name}", "no error raised")
 
 
+def abi_structs():
+    """Every ctypes struct of the package lays out as its C struct in
+    include/tencache.h: the same size, and each field at the C field's
+    offset. A probe compiled against the header prints them; a field the C
+    struct lacks fails its build, one Python lacks (a stat its users would
+    never see) changes the size."""
+    from tencache import _lib as L
+    pairs = {"Params": "tencache_params", "CacheParams": "tencache_cache_params",
+             "CacheStats": "tencache_cache_stats", "AdamParams": "tencache_adam_params",
+             "AdamHparams": "tencache_adam_hparams", "AdamTensor": "tencache_adam_tensor"}
+    # Python's names for C's reserved words, and Params' spare slots from the union on
+    rename = {"reserved": "__reserved", "pad": "__pad", ("Params", "reserved"): "pool_file"}
+    lines = []
+    for py, c in pairs.items():
+        cls = getattr(L, py)
+        lines.append(f'printf("{py} %zu\\n", sizeof(struct {c}));')
+        for f, _ in cls._fields_:
+            cf = rename.get((py, f), rename.get(f, f))
+            lines.append(f'printf("{py}.{f} %zu\\n", offsetof(struct {c}, {cf}));')
+    src = ('#include <stddef.h>\n#include <stdio.h>\n#include "tencache.h"\n'
+           'int main(void)\n{\n' + "\n".join(lines) + "\nreturn 0;\n}\n")
+    with tempfile.TemporaryDirectory() as td:
+        with open(os.path.join(td, "probe.c"), "w") as fh:
+            fh.write(src)
+        b = subprocess.run(["cc", "-I", os.path.join(HERE, "..", "..", "include"), "-o",
+                            os.path.join(td, "probe"), os.path.join(td, "probe.c")],
+                           capture_output=True, text=True)
+        if b.returncode:
+            tap(False, "ABI: the package's structs are the header's", b.stderr.strip()[-400:])
+            return
+        out = subprocess.run([os.path.join(td, "probe")], capture_output=True, text=True).stdout
+    want = dict(ln.rsplit(" ", 1) for ln in out.split("\n") if ln)
+    got = {}
+    for py in pairs:
+        cls = getattr(L, py)
+        got[py] = str(ctypes.sizeof(cls))
+        for f, _ in cls._fields_:
+            got[f"{py}.{f}"] = str(getattr(cls, f).offset)
+    bad = [f"{k}: {got[k]}, C {want[k]}" for k in want if got.get(k) != want[k]]
+    tap(not bad, "ABI: the package's structs are the header's",
+        f"{len(pairs)} structs, {len(want) - len(pairs)} fields" if not bad else "; ".join(bad))
+
+
 def hparams_changed(model0):
     """With overlap the AdamW step reads lr at backward: a change made between
     backward and step() is reported, not silently half-applied."""
@@ -479,6 +525,7 @@ def main():
     torch.manual_seed(0)
     model0 = Tiny()
     adam_alone()
+    abi_structs()
     data, tl, tm = compare("fp32", model0, torch.float32)
     total = sum(p.numel() for p in model0.parameters()) * 4
     compare("fp32, budget a third of the weights (on demand)", model0, torch.float32,
