@@ -271,7 +271,9 @@ static int palloc_at(struct tencache_cache *c, struct tc_tstate *t, int64_t off)
 		return palloc(c, t);
 	if (t->poff >= 0)
 		return 0;
-	for (;;) {
+	/* tc_exec_test_taken: as if a range were taken with no free pending */
+	ret = c->test_taken && !--c->test_taken ? -EBUSY : 0;
+	while (!ret) {
 		ret = tencache_arena_alloc_at(tencache_pool_arena(c->pool), t->bytes,
 					      (uint64_t)off);
 		if (ret != -EBUSY)
@@ -2825,6 +2827,14 @@ int tc_exec_test_fail(struct tencache_cache *c, int gpu, uint32_t n)
 	if (!c || (gpu && !c->garena))
 		return -EINVAL;
 	c->test_fail[!!gpu] = n;
+	return 0;
+}
+
+int tc_exec_test_taken(struct tencache_cache *c, uint32_t n)
+{
+	if (!c)
+		return -EINVAL;
+	c->test_taken = n;
 	return 0;
 }
 

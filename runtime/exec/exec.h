@@ -363,6 +363,7 @@ struct tencache_cache {
 	int lag_on;
 	void *lag_s;
 	uint32_t test_fail[2];		/* tc_exec_test_fail: pinned, GPU countdowns */
+	uint32_t test_taken;		/* tc_exec_test_taken: countdown */
 	uint64_t kernel_lag_ns, copy_lag_ns;
 };
 
@@ -420,6 +421,11 @@ int tc_exec_test_count(struct tencache_cache *c, uint64_t *calls, uint64_t *ns);
  * (tests/runtime/cache_replan.c). n 0: off. -EINVAL before the first
  * tensor_host or step (no GPU arena yet). */
 int tc_exec_test_fail(struct tencache_cache *c, int gpu, uint32_t n);
+/* Makes the plan's n-th pinned allocation from now (n >= 1) at a laid-out
+ * offset (STAGE_IN, PALLOC) find its range taken for good, as a faulty
+ * layout would: palloc_at's error path (the plan stops, best fit places
+ * from then on; tests/runtime/cache_replan.c). n 0: off. -EINVAL: no cache. */
+int tc_exec_test_taken(struct tencache_cache *c, uint32_t n);
 
 /* setup.c */
 int tc_exec_freeze(struct tencache_cache *c);

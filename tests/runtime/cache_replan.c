@@ -6,7 +6,9 @@
  * cache profiles again instead, and that unplanned step gets a plain GPU
  * arena, not the plan's layout. Every value read is checked against what
  * was last written, and the bad inputs of the test hooks (this one and
- * tc_exec_test_count) are refused. Each case runs with the executor's own
+ * tc_exec_test_count) are refused. A laid-out pinned range found taken
+ * (tc_exec_test_taken) stops the plan the same way, and best fit places
+ * pinned values from then on. Each case runs with the executor's own
  * layout and with the planner's (TENCACHE_CACHE_LAYOUT: its residents are
  * cleared for on demand; with either the arena shaped for the plan's size
  * classes makes way for a plain one), then flushes and runs one more step. */
@@ -129,6 +131,49 @@ static void run(struct tencache *tc, int gpu, int nvme, unsigned fails, const ch
 	tencache_cache_destroy(c);
 }
 
+/*
+ * A laid-out pinned range found taken with no free pending (a faulty
+ * layout; tc_exec_test_taken): the plan stops, the step ends on demand with
+ * every value intact, and the next plans place pinned values by best fit:
+ * no pinned layout after it.
+ */
+static void run_taken(struct tencache *tc, const char *swap, unsigned flags)
+{
+	struct tencache_cache_stats st;
+	struct tencache_cache *c = make(tc, 1, swap, flags);
+	uint64_t layouts;
+
+	T_CHECK(c != NULL, "cache setup (taken)");
+	if (!c)
+		return;
+	for (int s = 0; s < 2; s++)	/* a profiled step, a planned one */
+		T_EQ(step(c), 0);
+	T_EQ(tencache_cache_stats(c, &st, sizeof(st)), 0);
+	T_CHECK(st.pinned_layouts > 0 && st.planned_steps == 1, "no planned step with "
+		"laid-out pinned ranges (%llu layouts, %llu planned)",
+		(unsigned long long)st.pinned_layouts, (unsigned long long)st.planned_steps);
+	layouts = st.pinned_layouts;
+	T_EQ(tc_exec_test_taken(c, 1), 0);
+	od_ops = 0;
+	T_EQ(step(c), 0);
+	T_CHECK(od_ops > 0 && c->playout_failed, "the plan went on past a taken range "
+		"(%u ops on demand, playout_failed %d)", od_ops, c->playout_failed);
+	for (int s = 0; s < 3; s++)
+		T_EQ(step(c), 0);
+	T_EQ(tencache_cache_flush(c), 0);
+	T_EQ(step(c), 0);
+	T_EQ(tencache_cache_stats(c, &st, sizeof(st)), 0);
+	T_EQ(st.replans, 1);
+	T_EQ(st.reprofiles, 0);
+	T_EQ(st.planned_steps, 5);
+	T_EQ(st.pinned_layouts, layouts);
+	printf("taken pinned range%s: %llu steps, %llu planned, %llu re-plans, pinned layouts %llu\n",
+	       (flags & TENCACHE_CACHE_LAYOUT) ? " laid out" : "", (unsigned long long)st.steps,
+	       (unsigned long long)st.planned_steps, (unsigned long long)st.replans,
+	       (unsigned long long)st.pinned_layouts);
+	tencache_cache_destroy(c);
+}
+
 int main(void)
 {
 	struct tencache_params tp = { .flags = TENCACHE_F_NO_CUDA, .log_level = TENCACHE_LOG_ERR,
@@ -147,6 +192,7 @@ int main(void)
 	/* the test hooks' bad inputs: no cache; no GPU arena or device yet
 	 * (made at freeze); no counters; counted twice */
 	T_EQ(tc_exec_test_fail(NULL, 1, 1), -EINVAL);
+	T_EQ(tc_exec_test_taken(NULL, 1), -EINVAL);
 	T_EQ(tc_exec_test_count(NULL, NULL, NULL), -EINVAL);
 	{
 		struct tencache_cache_params p = { .flags = TENCACHE_CACHE_HOST_MODE,
@@ -169,9 +215,10 @@ int main(void)
 		unsigned f = lay ? TENCACHE_CACHE_LAYOUT : TENCACHE_CACHE_NO_LAYOUT;
 
 		run(tc, 1, 0, 1, swap, f);	/* GPU arena: one re-plan */
-		if (t_odirect_ok(dir))		/* pinned pool with NVMe: two */
+		if (t_odirect_ok(dir)) {	/* pinned pool with NVMe: two */
 			run(tc, 0, 1, 2, swap, f);
-		else
+			run_taken(tc, swap, f);
+		} else
 			printf("# %s takes no O_DIRECT: the NVMe case is not run\n", dir);
 		run(tc, 1, 0, 9, swap, f);	/* past half the budget: profiles again */
 	}
