@@ -5,7 +5,7 @@
  * PALLOC, issued before the first long GPU op, takes A's space. That GPU
  * op cannot start before the host op ends; with room for every copy at
  * once it starts at once. */
-#include <string.h>
+#include <stdio.h>
 
 #include "test.h"
 #include "plan/plan.h"

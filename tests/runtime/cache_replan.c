@@ -218,8 +218,9 @@ int main(void)
 		if (t_odirect_ok(dir)) {	/* pinned pool with NVMe: two */
 			run(tc, 0, 1, 2, swap, f);
 			run_taken(tc, swap, f);
-		} else
+		} else {
 			printf("# %s takes no O_DIRECT: the NVMe case is not run\n", dir);
+		}
 		run(tc, 1, 0, 9, swap, f);	/* past half the budget: profiles again */
 	}
 	unlink(swap);
