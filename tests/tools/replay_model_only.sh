@@ -63,11 +63,12 @@ for v in apart shared; do
 	[ $v = shared ] && bw=$bw,2.5
 	args="--model opt-1.3b --gpu-budget 25% --nvme $T/x.swap --pinned-budget 25% --bw $bw"
 	echo "+ tencache-bench replay $args --model-only --policies ours"
-	"$BENCH" replay $args --model-only --policies ours -o "$T/$v.json" > "$T/$v.txt" 2>&1 ||
-		{ cat "$T/$v.txt"; echo "FAIL: replay $args exited $?"; exit 1; }
+	"$BENCH" replay $args --model-only --policies ours -o "$T/$v.json" > "$T/$v.txt" 2>&1
+	rc=$?
+	[ "$rc" = 0 ] || { cat "$T/$v.txt"; echo "FAIL: replay $args exited $rc"; exit 1; }
 	grep -E '^  links|^tencache ' "$T/$v.txt"
 done
-python3 - "$T/apart.json" "$T/shared.json" <<'PY' || exit 1
+python3 - "$T/apart.json" "$T/shared.json" <<'PY'
 import json, sys
 a, s = (json.load(open(p)) for p in sys.argv[1:])
 ma, ms = a["policies"][0]["model"], s["policies"][0]["model"]
