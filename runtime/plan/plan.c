@@ -1751,9 +1751,17 @@ static int pinned_level(const struct tc_trace *tr, const struct tc_plan_cfg *cfg
 			if (!ret)
 				ret = gops_add(pg, p, TC_OP_PDROP, o.vic[k].t, -1);
 		}
+		/*
+		 * A PALLOC moves no data: it takes its space at its own slot
+		 * (a host op's output, a gradient's write-back), its victims
+		 * still go at p. Issued at p, the executor's caller waited
+		 * there until the space was free in fact, not only in the
+		 * plan: on OPT-13B with NVMe at 25%, until the Adam ops before
+		 * it ended, and the next step's reads went out late.
+		 */
 		if (!ret)
-			ret = gops_add(pg, p, o.res[j] == RES_MISS ? TC_OP_STAGE_IN : TC_OP_PALLOC,
-				       t, sl[j].pos);
+			ret = gops_add(pg, o.res[j] == RES_MISS ? p : (int64_t)j,
+				       o.res[j] == RES_MISS ? TC_OP_STAGE_IN : TC_OP_PALLOC, t, sl[j].pos);
 	}
 	if (ret)
 		goto out;
