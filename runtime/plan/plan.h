@@ -149,6 +149,7 @@ enum tc_link { TC_LINK_H2D, TC_LINK_D2H, TC_LINK_NVME_RD, TC_LINK_NVME_WR, TC_LI
  * then needs no layout pass and no room for fragmentation: plan->op_goff
  * and plan->start_goff say where everything goes. */
 #define TC_PLAN_LAYOUT	0x8u
+#define TC_PLAN_HORIZON_DIV	32u	/* pinned_horizon's unit: 1/32 of a step */
 #define TC_PLAN_ALIGN	256u
 
 struct tc_plan_cfg {
@@ -170,6 +171,11 @@ struct tc_plan_cfg {
 	 * a few candidates (default); 0: pure MIN, Belady-optimal hit count. */
 	int64_t reserve_bytes;
 	int64_t pinned_reserve_bytes;	/* the same for pinned over NVMe */
+	/* Ours with NVMe: the pinned level's victims are the oldest-used of
+	 * those whose next use is within pinned_horizon / TC_PLAN_HORIZON_DIV
+	 * of a step of the furthest (horizon_victim in plan.c). < 0: chosen
+	 * by simulating a few (default); 0: pure MIN. */
+	int32_t pinned_horizon;
 	/* Ours and LRU: per access, the GPU bytes there (each <= gpu_bytes);
 	 * NULL: gpu_bytes throughout. The executor lowers it where the plan's
 	 * GPU allocations would not lay out in the arena. */
@@ -220,6 +226,7 @@ struct tc_plan_stats {
 	uint32_t steady_iters;		/* steps until the cyclic state repeated */
 	uint64_t reserve_bytes;		/* prefetch reserves used (ours) */
 	uint64_t pinned_reserve_bytes;
+	uint32_t pinned_horizon;	/* in 1/TC_PLAN_HORIZON_DIV of a step; 0: MIN */
 	uint64_t sim_step_ns;		/* simulated step time (auto reserve only) */
 	bool reconciled;		/* no fixed point: table starts with fix-ups */
 	bool cold_first;		/* victims whose last use is over preferred */
