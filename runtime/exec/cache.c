@@ -1831,6 +1831,12 @@ static int held_by_done_op(const struct tencache_cache *c, const struct tc_tstat
 			  __atomic_load_n(&c->det[t->det - c->det_base - 1].done, __ATOMIC_ACQUIRE));
 }
 
+/* Not held, or held only by a detached op that is done: its space may move. */
+int tc_exec_movable(const struct tencache_cache *c, uint32_t id)
+{
+	return !c->t[id].held || held_by_done_op(c, &c->t[id]);
+}
+
 /*
  * Wait until one more detached op is done (its tensors may then go out);
  * -ENOENT when none is running. Only host work on other threads is waited
@@ -2835,6 +2841,14 @@ int tc_exec_test_taken(struct tencache_cache *c, uint32_t n)
 	if (!c)
 		return -EINVAL;
 	c->test_taken = n;
+	return 0;
+}
+
+int tc_exec_test_swap_full(struct tencache_cache *c, uint32_t n)
+{
+	if (!c)
+		return -EINVAL;
+	c->test_swap_full = n;
 	return 0;
 }
 

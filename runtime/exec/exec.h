@@ -364,6 +364,7 @@ struct tencache_cache {
 	void *lag_s;
 	uint32_t test_fail[2];		/* tc_exec_test_fail: pinned, GPU countdowns */
 	uint32_t test_taken;		/* tc_exec_test_taken: countdown */
+	uint32_t test_swap_full;	/* tc_exec_test_swap_full: countdown */
 	uint64_t kernel_lag_ns, copy_lag_ns;
 };
 
@@ -380,6 +381,7 @@ int tc_exec_od_clear_gpu(struct tencache_cache *c);
 int tc_exec_od_plain_gpu(struct tencache_cache *c);
 int tc_exec_copy_sync(struct tencache_cache *c, uint32_t id, int dir);
 int tc_exec_swap_slot(struct tencache_cache *c, uint32_t id, int keep_homed);
+int tc_exec_movable(const struct tencache_cache *c, uint32_t id);
 void tc_exec_swap_full_err(struct tencache_cache *c, uint32_t id);
 int tc_exec_stage_sync(struct tencache_cache *c, uint32_t id, int write);
 int tc_exec_galloc(struct tencache_cache *c, uint32_t id);
@@ -426,6 +428,11 @@ int tc_exec_test_fail(struct tencache_cache *c, int gpu, uint32_t n);
  * layout would: palloc_at's error path (the plan stops, best fit places
  * from then on; tests/runtime/cache_replan.c). n 0: off. -EINVAL: no cache. */
 int tc_exec_test_taken(struct tencache_cache *c, uint32_t n);
+/* Makes the n-th NVMe-homed value from now (n >= 1) that a new plan gives
+ * swap space for good find no trade (setup.c slot_for_good), as a swap
+ * left full by on demand would: the plan is dropped and the cache runs on
+ * demand (tests/runtime/cache_replan.c). n 0: off. -EINVAL: no cache. */
+int tc_exec_test_swap_full(struct tencache_cache *c, uint32_t n);
 
 /* setup.c */
 int tc_exec_freeze(struct tencache_cache *c);

@@ -1242,11 +1242,19 @@ int tc_exec_trial_tick(struct tencache_cache *c)
  * swap full of values the plan keeps pinned (their only copy there) while
  * pinned memory holds values it homes on NVMe: they trade places, one
  * pinned-homed value read back at a time (its slot then given back), room
- * for it made by staging out NVMe-homed values that have a slot.
+ * for it made by staging out NVMe-homed values that have a slot, else by
+ * dropping pinned copies that NVMe holds too, else by staging out
+ * NVMe-homed values a slot still takes. After the quiesce, values held by
+ * detached ops (the CPU Adam's, until the trainer next needs them) move
+ * too: those ops are done. -ENOMEM: it found no trade.
  */
 static int slot_for_good(struct tencache_cache *c, uint32_t id)
 {
-	int ret = tc_exec_swap_slot(c, id, 1);
+	int ret;
+
+	if (c->test_swap_full && !--c->test_swap_full)
+		return -ENOMEM;
+	ret = tc_exec_swap_slot(c, id, 1);
 
 	if (ret == -ENOMEM)	/* no copy reads the pinned copies below */
 		ret = tc_exec_quiesce(c) ?: -ENOMEM;
@@ -1264,7 +1272,17 @@ static int slot_for_good(struct tencache_cache *c, uint32_t id)
 
 			for (uint32_t i = 0; i < c->nr && !h; i++)
 				if (!c->t[i].pinned_home && c->t[i].poff >= 0 &&
-				    c->t[i].noff >= 0 && !c->t[i].held)
+				    c->t[i].noff >= 0 && tc_exec_movable(c, i))
+					h = &c->t[i];
+			/* else a pinned copy that NVMe holds too (read back later) */
+			for (uint32_t i = 0; i < c->nr && !h; i++)
+				if (c->t[i].poff >= 0 && c->t[i].noff >= 0 &&
+				    (c->t[i].valid & TC_V_NVME) && tc_exec_movable(c, i))
+					h = &c->t[i];
+			/* else an NVMe-homed value that a slot still takes */
+			for (uint32_t i = 0; i < c->nr && !h; i++)
+				if (!c->t[i].pinned_home && c->t[i].poff >= 0 &&
+				    tc_exec_movable(c, i) && !tc_exec_swap_slot(c, i, 1))
 					h = &c->t[i];
 			if (!h)
 				break;
@@ -1289,8 +1307,6 @@ static int slot_for_good(struct tencache_cache *c, uint32_t id)
 		p->valid |= TC_V_PINNED;
 		ret = tc_exec_swap_slot(c, id, 1);
 	}
-	if (ret == -ENOMEM)
-		tc_exec_swap_full_err(c, id);
 	return ret;
 }
 
@@ -1481,6 +1497,12 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 	for (uint32_t i = 0; i < c->nr && !ret; i++)	/* swap space for good */
 		if (!c->t[i].pinned_home)
 			ret = slot_for_good(c, i);
+	if (ret == -ENOMEM) {
+		/* every value still has its newest copy somewhere: on demand runs */
+		c->no_plan = 1;
+		tc_warn(c->tc, "cache: the swap cannot hold the plan's NVMe-homed values beside those on demand left there; running on demand, without prefetch (a larger nvme_budget lets the plan run)");
+		return tc_exec_quiesce(c);
+	}
 	if (ret)
 		return ret;
 	tc_info(c->tc, "cache: planned %u accesses, %u ops (%s) in %.1f ms: %u tensors on the GPU, %u pinned, %u on NVMe; predicted GPU hits %u of %u",

@@ -8,7 +8,8 @@
  * was last written, and the bad inputs of the test hooks (this one and
  * tc_exec_test_count) are refused. A laid-out pinned range found taken
  * (tc_exec_test_taken) stops the plan the same way, and best fit places
- * pinned values from then on. Each case runs with the executor's own
+ * pinned values from then on. A plan whose NVMe-homed values find no swap
+ * space (tc_exec_test_swap_full) is dropped: on demand runs. Each case runs with the executor's own
  * layout and with the planner's (TENCACHE_CACHE_LAYOUT: its residents are
  * cleared for on demand; with either the arena shaped for the plan's size
  * classes makes way for a plain one), then flushes and runs one more step. */
@@ -174,6 +175,38 @@ static void run_taken(struct tencache *tc, const char *swap, unsigned flags)
 	tencache_cache_destroy(c);
 }
 
+/*
+ * A new plan whose NVMe-homed values find no swap space for good (the swap
+ * left full by on demand; tc_exec_test_swap_full): the plan is dropped with
+ * a warning, every step runs on demand with every value intact, and none
+ * fails.
+ */
+static void run_swap_full(struct tencache *tc, const char *swap, unsigned flags)
+{
+	struct tencache_cache_stats st;
+	struct tencache_cache *c = make(tc, 1, swap, flags);
+
+	T_CHECK(c != NULL, "cache setup (swap full)");
+	if (!c)
+		return;
+	T_EQ(step(c), 0);	/* profiled */
+	T_EQ(tc_exec_test_swap_full(c, 1), 0);
+	od_ops = 0;
+	for (int s = 0; s < 3; s++)
+		T_EQ(step(c), 0);
+	T_CHECK(c->no_plan && !c->planned, "the plan ran without swap space (no_plan %d, planned %d)",
+		c->no_plan, c->planned);
+	T_EQ(tencache_cache_flush(c), 0);
+	T_EQ(step(c), 0);
+	T_EQ(tencache_cache_stats(c, &st, sizeof(st)), 0);
+	T_EQ(st.planned_steps, 0);
+	T_EQ(st.steps, 5);
+	printf("swap full for the plan%s: %llu steps, %llu planned\n",
+	       (flags & TENCACHE_CACHE_LAYOUT) ? " laid out" : "", (unsigned long long)st.steps,
+	       (unsigned long long)st.planned_steps);
+	tencache_cache_destroy(c);
+}
+
 int main(void)
 {
 	struct tencache_params tp = { .flags = TENCACHE_F_NO_CUDA, .log_level = TENCACHE_LOG_ERR,
@@ -193,6 +226,7 @@ int main(void)
 	 * (made at freeze); no counters; counted twice */
 	T_EQ(tc_exec_test_fail(NULL, 1, 1), -EINVAL);
 	T_EQ(tc_exec_test_taken(NULL, 1), -EINVAL);
+	T_EQ(tc_exec_test_swap_full(NULL, 1), -EINVAL);
 	T_EQ(tc_exec_test_count(NULL, NULL, NULL), -EINVAL);
 	{
 		struct tencache_cache_params p = { .flags = TENCACHE_CACHE_HOST_MODE,
@@ -218,6 +252,7 @@ int main(void)
 		if (t_odirect_ok(dir)) {	/* pinned pool with NVMe: two */
 			run(tc, 0, 1, 2, swap, f);
 			run_taken(tc, swap, f);
+			run_swap_full(tc, swap, f);
 		} else {
 			printf("# %s takes no O_DIRECT: the NVMe case is not run\n", dir);
 		}
