@@ -268,18 +268,20 @@ static void set_res(struct cstate *s, uint32_t t, uint8_t on)
  */
 static int64_t horizon_victim(const struct cstate *s, int64_t now)
 {
-	int64_t best = -1, far = INT64_MIN;
+	int64_t best = -1, dead = -1, far = INT64_MIN;
 
 	for (uint32_t k = 0; k < s->nrl; k++) {
 		uint32_t t = s->rl[k];
 
 		if (s->held[t] >= now)
 			continue;
-		if (!s->live[t])
-			return t;
+		if (!s->live[t] && (dead < 0 || hbefore(s, t, dead)))
+			dead = t;
 		if (s->key[t] > far)
 			far = s->key[t];
 	}
+	if (dead >= 0)
+		return dead;
 	for (uint32_t k = 0; k < s->nrl; k++) {
 		uint32_t t = s->rl[k];
 
@@ -289,6 +291,39 @@ static int64_t horizon_victim(const struct cstate *s, int64_t now)
 		    (s->last[t] == s->last[best] &&
 		     (s->key[t] > s->key[best] || (s->key[t] == s->key[best] && t < best))))
 			best = t;
+	}
+	return best;
+}
+
+/*
+ * horizon_victim on the heap: MIN's victim gives the furthest next use,
+ * and only the heap's top part, down to where next uses fall below the
+ * horizon, is walked (in heap order a child's next use is no later than
+ * its parent's, and dead values, first in order, are held ones here).
+ */
+static int64_t heap_horizon_victim(struct cstate *s, int64_t now)
+{
+	int64_t v = heap_victim(s, now), best = -1, low;
+	uint32_t sp = 0;
+
+	if (v < 0 || !s->live[v])
+		return v;
+	low = s->key[v] - s->horizon;
+	s->htmp[sp++] = 0;
+	while (sp) {
+		uint32_t i = s->htmp[--sp], t = s->hp[i];
+
+		if (s->live[t] && s->key[t] < low)
+			continue;
+		if (s->live[t] && s->held[t] < now &&
+		    (best < 0 || s->last[t] < s->last[best] ||
+		     (s->last[t] == s->last[best] &&
+		      (s->key[t] > s->key[best] || (s->key[t] == s->key[best] && t < best)))))
+			best = t;
+		if (2 * i + 1 < s->nh)
+			s->htmp[sp++] = 2 * i + 1;
+		if (2 * i + 2 < s->nh)
+			s->htmp[sp++] = 2 * i + 2;
 	}
 	return best;
 }
@@ -304,7 +339,7 @@ static int64_t pick_victim(struct cstate *s, const uint64_t *bytes,
 	int64_t best = -1;
 
 	if (s->heap)
-		return heap_victim(s, now);
+		return s->horizon > 0 ? heap_horizon_victim(s, now) : heap_victim(s, now);
 	if (s->horizon > 0)
 		return horizon_victim(s, now);
 
@@ -883,7 +918,7 @@ static int cache_run(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 	s.rpos = malloc(nt * sizeof(uint32_t) + 1);
 	s.bytes = bytes;
 	s.horizon = horizon;
-	s.heap = pol != TC_POLICY_LRU && !keep && !L && !victim_scan && horizon <= 0;
+	s.heap = pol != TC_POLICY_LRU && !keep && !L && !victim_scan;
 	for (uint32_t i = 0; i < n && s.heap; i++)
 		s.heap = rq[i].cold == INT64_MAX;
 	if (s.heap) {
