@@ -33,6 +33,20 @@ static double read_lead(const struct tc_plan *pl)
 	return nr ? (double)sum / nr : 0;
 }
 
+/* A quarter of the fp16 parameters on the GPU, pct% of the state pinned,
+ * the disk as an H100 machine's caches measured it; the rest default. */
+static void cfg_at(struct tc_plan_cfg *cfg, uint64_t fp16, uint64_t total, unsigned pct)
+{
+	tc_plan_cfg_default(cfg);
+	cfg->flags |= TC_PLAN_HOST_ASYNC;
+	cfg->gpu_bytes = fp16 / 4;
+	cfg->pinned_bytes = total / 100 * pct;
+	cfg->nvme_bytes = total * 2;
+	cfg->bw[TC_LINK_NVME_RD] = 1.9e9;
+	cfg->bw[TC_LINK_NVME_WR] = 2.6e9;
+	cfg->nvme_duplex_bw = 2.2e9;
+}
+
 int main(void)
 {
 	static const unsigned pinned_pct[] = { 50, 70, 80 };
@@ -60,15 +74,7 @@ int main(void)
 		struct tc_plan_cfg cfg;
 		struct tc_plan pl;
 
-		tc_plan_cfg_default(&cfg);
-		cfg.flags |= TC_PLAN_HOST_ASYNC;
-		cfg.gpu_bytes = fp16 / 4;
-		cfg.pinned_bytes = total / 100 * pinned_pct[p];
-		cfg.nvme_bytes = total * 2;
-		/* the disk as an H100 machine's caches measured it */
-		cfg.bw[TC_LINK_NVME_RD] = 1.9e9;
-		cfg.bw[TC_LINK_NVME_WR] = 2.6e9;
-		cfg.nvme_duplex_bw = 2.2e9;
+		cfg_at(&cfg, fp16, total, pinned_pct[p]);
 		cfg.reserve_bytes = 0;
 		cfg.pinned_reserve_bytes = 0;
 		for (int32_t h = 0; h <= 12; h++) {
@@ -112,14 +118,7 @@ int main(void)
 		if (best_ns <= min_ns / 100 * 95) {
 			shorter++;
 			/* the default chooses by the model: at least as short */
-			tc_plan_cfg_default(&cfg);
-			cfg.flags |= TC_PLAN_HOST_ASYNC;
-			cfg.gpu_bytes = fp16 / 4;
-			cfg.pinned_bytes = total / 100 * pinned_pct[p];
-			cfg.nvme_bytes = total * 2;
-			cfg.bw[TC_LINK_NVME_RD] = 1.9e9;
-			cfg.bw[TC_LINK_NVME_WR] = 2.6e9;
-			cfg.nvme_duplex_bw = 2.2e9;
+			cfg_at(&cfg, fp16, total, pinned_pct[p]);
 			T_EQ(tc_plan_build(&tr, &cfg, &pl), 0);
 			T_CHECK(pl.st.pinned_horizon > 0 && pl.st.sim_step_ns <= min_ns / 100 * 95,
 				"pinned %u%%: the default took horizon %u/32 at %.1f ms (MIN %.1f)",
