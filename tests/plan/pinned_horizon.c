@@ -3,11 +3,12 @@
  * step (8 layers, CPU Adam beside backward) with an NVMe tier:
  * - every horizon's plan passes tc_plan_check, keeps the pinned budget at
  *   every issue point and in the timing model, and records its horizon;
- * - the horizon makes the NVMe reads start earlier: MIN evicts the value
- *   used last, and a read cannot start before its victim's last use;
- * - at the pinned budget where MIN's reads wait for the Adam op before
- *   them, some horizon models a step at least 5% shorter, and the default
- *   (chosen by the model) takes one at least that short;
+ * - in at least half the horizon plans the NVMe reads are issued further
+ *   ahead of their need than MIN's: MIN evicts the value used last, and a
+ *   read cannot start before its victim's last use;
+ * - at 80% pinned, some horizon models a step at least 5% shorter than
+ *   MIN's, and the default (chosen by the model) takes one at least that
+ *   short;
  * - a horizon over TC_PLAN_HORIZON_DIV is -EINVAL. */
 #include <errno.h>
 #include <stdio.h>
