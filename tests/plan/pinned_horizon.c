@@ -6,9 +6,9 @@
  * - in at least half the horizon plans the NVMe reads are issued further
  *   ahead of their need than MIN's: MIN evicts the value used last, and a
  *   read cannot start before its victim's last use;
- * - at 80% pinned, some horizon models a step at least 5% shorter than
- *   MIN's, and the default (chosen by the model) takes one at least that
- *   short;
+ * - at one budget at least (80% pinned), some horizon models a step 5%
+ *   shorter than MIN's, and there the default (chosen by the model) takes
+ *   one at least that short;
  * - a horizon over TC_PLAN_HORIZON_DIV is -EINVAL. */
 #include <errno.h>
 #include <stdio.h>
