@@ -1518,6 +1518,11 @@ static cJSON *result_json(int argc, char **argv, const struct opts *o,
 		cJSON_AddNumberToObject(s, "bound_ns", (double)r->model_bound_ns);
 		cJSON_AddItemToObject(s, "link_bytes", u64_array(r->sim.link_bytes, TC_LINK_NR));
 		cJSON_AddNumberToObject(s, "gpu_peak", (double)r->sim.gpu_peak);
+		if (r->sim.link_bytes[TC_LINK_NVME_RD] || r->sim.link_bytes[TC_LINK_NVME_WR]) {
+			cJSON_AddNumberToObject(s, "nvme_idle_ns", (double)r->sim.nvme_idle_ns);
+			cJSON_AddNumberToObject(s, "nvme_gap_ns", (double)r->sim.nvme_gap_ns);
+			cJSON_AddNumberToObject(s, "nvme_gap_at_ns", (double)r->sim.nvme_gap_at_ns);
+		}
 	}
 	return root;
 }
@@ -1848,10 +1853,16 @@ int bench_replay(int argc, char **argv)
 		if (r->plan_err)
 			fprintf(stderr, "  %-9s timing model: %s\n", pol_label(i),
 				strerror(-r->plan_err));
-		else
+		else if (!r->sim.link_bytes[TC_LINK_NVME_RD] && !r->sim.link_bytes[TC_LINK_NVME_WR])
 			fprintf(stderr, "  %-9s timing model: %.1f ms/step, stall %.1f ms "
 				"(planned in %.0f ms)\n", pol_label(i), r->sim.step_ns / 1e6,
 				r->sim.stall_ns / 1e6, (now_ns() - t0) / 1e6);
+		else	/* where the disk waits is where an NVMe step loses time */
+			fprintf(stderr, "  %-9s timing model: %.1f ms/step, stall %.1f ms, disk idle "
+				"%.1f ms (longest %.1f ms, %.1f ms into the step) (planned in %.0f ms)\n",
+				pol_label(i), r->sim.step_ns / 1e6, r->sim.stall_ns / 1e6,
+				r->sim.nvme_idle_ns / 1e6, r->sim.nvme_gap_ns / 1e6,
+				r->sim.nvme_gap_at_ns / 1e6, (now_ns() - t0) / 1e6);
 		if (!r->plan_err)
 			r->model_bound_ns = bound_ns(compute, r->sim.link_bytes, bw, mdx);
 		if (o.model_only) {

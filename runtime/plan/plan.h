@@ -303,6 +303,9 @@ struct tc_sim_result {
 	uint64_t link_busy_ns[TC_LINK_NR];
 	uint64_t gpu_peak, pinned_peak;	/* physical, in time */
 	uint64_t max_wait_ns;		/* worst single op wait */
+	/* with NVMe: the step's time with the disk neither reading nor
+	 * writing, and its longest stretch (starting nvme_gap_at_ns in) */
+	uint64_t nvme_idle_ns, nvme_gap_ns, nvme_gap_at_ns;
 };
 
 /* Replays nsteps (>= 2) steps of the table; reports the last one. Links are

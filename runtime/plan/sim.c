@@ -115,8 +115,16 @@ static uint64_t duplex_span(const struct busy *o, double f, uint64_t t, uint64_t
  * is done. Where the other direction (o) is busy, it moves at rate f. Its
  * intervals ending by floor (no op starts earlier) are forgotten.
  */
+static int busy_add(struct busy *l, uint64_t a, uint64_t b)
+{
+	if (TC_GROW(l->v, l->cap, l->nr, 64))
+		return -ENOMEM;
+	l->v[l->nr++] = (struct iv){ a, b };
+	return 0;
+}
+
 static int busy_place(struct busy *l, const struct busy *o, double f, uint64_t t, uint64_t dur,
-		      uint64_t floor, uint64_t *end)
+		      uint64_t floor, uint64_t *end, struct busy *rec)
 {
 	uint32_t i = 0, k = 0;
 
@@ -134,6 +142,8 @@ static int busy_place(struct busy *l, const struct busy *o, double f, uint64_t t
 			continue;
 		}
 		take = duplex_span(o, f, t, i < l->nr ? l->v[i].a : UINT64_MAX, dur, &done);
+		if (rec && take && busy_add(rec, t, t + take))
+			return -ENOMEM;
 		if (i > 0 && l->v[i - 1].b == t) {
 			l->v[i - 1].b = t + take;
 		} else {
@@ -161,6 +171,39 @@ static int busy_place(struct busy *l, const struct busy *o, double f, uint64_t t
 	}
 	*end = t;
 	return 0;
+}
+
+static int iv_cmp(const void *x, const void *y)
+{
+	const struct iv *a = x, *b = y;
+
+	return a->a < b->a ? -1 : a->a > b->a;
+}
+
+/* The time in [t0, t1) that no interval of d covers, and its longest gap
+ * (*gap, starting *at after t0). Sorts d. */
+static uint64_t idle_in(struct busy *d, uint64_t t0, uint64_t t1, uint64_t *gap, uint64_t *at)
+{
+	uint64_t t = t0, idle = 0;
+
+	*gap = *at = 0;
+	qsort(d->v, d->nr, sizeof(*d->v), iv_cmp);
+	for (uint32_t k = 0; k <= d->nr && t < t1; k++) {
+		uint64_t a = k < d->nr ? d->v[k].a : t1;
+
+		if (a > t) {
+			uint64_t e = a < t1 ? a : t1;
+
+			idle += e - t;
+			if (e - t > *gap) {
+				*gap = e - t;
+				*at = t - t0;
+			}
+		}
+		if (k < d->nr && d->v[k].b > t)
+			t = d->v[k].b;
+	}
+	return idle;
 }
 
 struct tier {
@@ -239,7 +282,7 @@ int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 	struct tier gpu = { 0 }, pin = { 0 };
 	struct ranges rg = { 0 };
 	uint64_t *op_end, *acc_end, *held = NULL, link_free[TC_LINK_NR] = { 0 };
-	struct busy lk[TC_LINK_NR] = { 0 };
+	struct busy lk[TC_LINK_NR] = { 0 }, disk = { 0 };	/* disk: the last two steps' NVMe time */
 	uint64_t now = 0, step_start = 0, busy[TC_LINK_NR] = { 0 };
 	uint32_t n, opstart = 0;
 	uint64_t wait_max = 0, opready = 0, issue = 0, host_free = 0, blocked = 0;
@@ -338,8 +381,9 @@ int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 					uint64_t dur = cfg->link_lat_ns + (uint64_t)(b / cfg->bw[l] * 1e9);
 
 					at = ready > link_free[l] || op->gated ? ready : link_free[l];
-					ret = busy_place(&lk[l], &lk[l ^ 1], f[l],
-							 at, dur, issue, &op_end[k]);
+					ret = busy_place(&lk[l], &lk[l ^ 1], f[l], at, dur, issue,
+							 &op_end[k], l >= TC_LINK_NVME_RD &&
+							 step + 2 >= nsteps ? &disk : NULL);
 					if (ret)
 						break;
 					if (!op->gated)
@@ -419,12 +463,16 @@ int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 	res->gpu_peak = gpu.peak;
 	res->pinned_peak = pin.peak;
 	res->max_wait_ns = wait_max;
+	if (cfg->nvme_bytes)
+		res->nvme_idle_ns = idle_in(&disk, step_start, now, &res->nvme_gap_ns,
+					    &res->nvme_gap_at_ns);
 out:
 	free(op_end);
 	free(acc_end);
 	free(held);
 	for (int l = 0; l < TC_LINK_NR; l++)
 		free(lk[l].v);
+	free(disk.v);
 	free(gpu.f.v);
 	free(pin.f.v);
 	free(rg.v);

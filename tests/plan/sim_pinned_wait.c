@@ -4,7 +4,8 @@
  * short GPU op, a 100 ms host op reading A, two long GPU ops) where B's
  * PALLOC, issued before the first long GPU op, takes A's space. That GPU
  * op cannot start before the host op ends; with room for every copy at
- * once it starts at once. */
+ * once it starts at once. The disk's idle time it reports (nvme_idle_ns,
+ * the longest gap and where it starts) is the step less A's one read. */
 #include <stdio.h>
 
 #include "test.h"
@@ -71,5 +72,22 @@ int main(void)
 		(unsigned long long)tight.max_wait_ns, HOST_NS);
 	T_CHECK(room.max_wait_ns < HOST_NS / 10, "with room it waited %llu ns",
 		(unsigned long long)room.max_wait_ns);
+	for (int k = 0; k < 2; k++) {
+		const struct tc_sim_result *r = k ? &room : &tight;
+		uint64_t rd = r->link_busy_ns[TC_LINK_NVME_RD];
+
+		printf("disk idle %.1f of %.1f ms (read %.1f ms; longest gap %.1f ms, %.1f ms in)\n",
+		       r->nvme_idle_ns / 1e6, r->step_ns / 1e6, rd / 1e6, r->nvme_gap_ns / 1e6,
+		       r->nvme_gap_at_ns / 1e6);
+		T_CHECK(rd > 0 && r->nvme_idle_ns + rd >= r->step_ns - 1000 &&
+			r->nvme_idle_ns + rd <= r->step_ns + 1000,
+			"disk idle %llu + read %llu ns is not the step's %llu",
+			(unsigned long long)r->nvme_idle_ns, (unsigned long long)rd,
+			(unsigned long long)r->step_ns);
+		T_CHECK(r->nvme_gap_ns > 0 && r->nvme_gap_ns <= r->nvme_idle_ns &&
+			r->nvme_gap_at_ns + r->nvme_gap_ns <= r->step_ns,
+			"longest gap %llu ns at %llu", (unsigned long long)r->nvme_gap_ns,
+			(unsigned long long)r->nvme_gap_at_ns);
+	}
 	return t_exit();
 }

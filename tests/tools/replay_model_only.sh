@@ -9,7 +9,8 @@
 # --plot) in a directory that cannot take them, before anything runs. With
 # NVMe (OPT-1.3B, 25% pinned), --bw's fifth figure (the disk's rate serving
 # reads and writes at once) is in the JSON and can only lengthen ours'
-# modelled step and bound; a --bw of 3 or 6 figures, or a zero, is refused.
+# modelled step and bound, and the JSON gives the disk's idle time in the
+# modelled step; a --bw of 3 or 6 figures, or a zero, is refused.
 # Exit 0 pass, 1 fail.
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" replay-model
@@ -75,12 +76,15 @@ ma, ms = a["policies"][0]["model"], s["policies"][0]["model"]
 ok = ("NVMe-rd+wr" not in a["cache"]["bw"] and
       s["cache"]["bw"].get("NVMe-rd+wr") == 2.5e9 and
       ma["link_bytes"][2] > 0 and
-      ms["step_ns"] >= ma["step_ns"] and ms["bound_ns"] > ma["bound_ns"])
-print("ours, modelled: reads and writes apart %.1f ms (bound %.1f), sharing 2.5 GB/s %.1f ms (bound %.1f)" %
-      (ma["step_ns"] / 1e6, ma["bound_ns"] / 1e6, ms["step_ns"] / 1e6, ms["bound_ns"] / 1e6))
+      ms["step_ns"] >= ma["step_ns"] and ms["bound_ns"] > ma["bound_ns"] and
+      all(0 <= m["nvme_gap_ns"] <= m["nvme_idle_ns"] < m["step_ns"] and
+          m["nvme_gap_at_ns"] + m["nvme_gap_ns"] <= m["step_ns"] for m in (ma, ms)))
+print("ours, modelled: reads and writes apart %.1f ms (bound %.1f, disk idle %.1f), sharing 2.5 GB/s %.1f ms (bound %.1f, disk idle %.1f)" %
+      (ma["step_ns"] / 1e6, ma["bound_ns"] / 1e6, ma.get("nvme_idle_ns", -1e6) / 1e6,
+       ms["step_ns"] / 1e6, ms["bound_ns"] / 1e6, ms.get("nvme_idle_ns", -1e6) / 1e6))
 sys.exit(0 if ok else 1)
 PY
-[ $? = 0 ] || { echo "FAIL: --bw's fifth figure: not in the JSON or the model did not share the disk"; exit 1; }
+[ $? = 0 ] || { echo "FAIL: --bw's fifth figure: not in the JSON or the model did not share the disk, or no disk idle time in the model's JSON"; exit 1; }
 for bw in 50,50,4 50,50,4,3,2.5,1 50,0 50,50,4,3,0; do
 	refused "bad value for --bw" replay --model-only --bw $bw
 done
