@@ -1853,16 +1853,16 @@ int bench_replay(int argc, char **argv)
 		if (r->plan_err)
 			fprintf(stderr, "  %-9s timing model: %s\n", pol_label(i),
 				strerror(-r->plan_err));
-		else if (!r->sim.link_bytes[TC_LINK_NVME_RD] && !r->sim.link_bytes[TC_LINK_NVME_WR])
-			fprintf(stderr, "  %-9s timing model: %.1f ms/step, stall %.1f ms "
-				"(planned in %.0f ms)\n", pol_label(i), r->sim.step_ns / 1e6,
-				r->sim.stall_ns / 1e6, (now_ns() - t0) / 1e6);
-		else	/* where the disk waits is where an NVMe step loses time */
-			fprintf(stderr, "  %-9s timing model: %.1f ms/step, stall %.1f ms, disk idle "
-				"%.1f ms (longest %.1f ms, %.1f ms into the step) (planned in %.0f ms)\n",
-				pol_label(i), r->sim.step_ns / 1e6, r->sim.stall_ns / 1e6,
-				r->sim.nvme_idle_ns / 1e6, r->sim.nvme_gap_ns / 1e6,
-				r->sim.nvme_gap_at_ns / 1e6, (now_ns() - t0) / 1e6);
+		else {
+			fprintf(stderr, "  %-9s timing model: %.1f ms/step, stall %.1f ms",
+				pol_label(i), r->sim.step_ns / 1e6, r->sim.stall_ns / 1e6);
+			/* where the disk waits is where an NVMe step loses time */
+			if (r->sim.link_bytes[TC_LINK_NVME_RD] || r->sim.link_bytes[TC_LINK_NVME_WR])
+				fprintf(stderr, ", disk idle %.1f ms (longest %.1f ms, %.1f ms into the step)",
+					r->sim.nvme_idle_ns / 1e6, r->sim.nvme_gap_ns / 1e6,
+					r->sim.nvme_gap_at_ns / 1e6);
+			fprintf(stderr, " (planned in %.0f ms)\n", (now_ns() - t0) / 1e6);
+		}
 		if (!r->plan_err)
 			r->model_bound_ns = bound_ns(compute, r->sim.link_bytes, bw, mdx);
 		if (o.model_only) {

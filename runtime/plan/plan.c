@@ -266,6 +266,13 @@ static void set_res(struct cstate *s, uint32_t t, uint8_t on)
  * It can cost misses: tc_plan_build keeps it only where the model says
  * the step is shorter.
  */
+static bool older_victim(const struct cstate *s, uint32_t t, int64_t best)
+{
+	return best < 0 || s->last[t] < s->last[best] ||
+	       (s->last[t] == s->last[best] &&
+		(s->key[t] > s->key[best] || (s->key[t] == s->key[best] && t < best)));
+}
+
 static int64_t horizon_victim(const struct cstate *s, int64_t now)
 {
 	int64_t best = -1, dead = -1, far = INT64_MIN;
@@ -285,11 +292,7 @@ static int64_t horizon_victim(const struct cstate *s, int64_t now)
 	for (uint32_t k = 0; k < s->nrl; k++) {
 		uint32_t t = s->rl[k];
 
-		if (s->held[t] >= now || s->key[t] < far - s->horizon)
-			continue;
-		if (best < 0 || s->last[t] < s->last[best] ||
-		    (s->last[t] == s->last[best] &&
-		     (s->key[t] > s->key[best] || (s->key[t] == s->key[best] && t < best))))
+		if (s->held[t] < now && s->key[t] >= far - s->horizon && older_victim(s, t, best))
 			best = t;
 	}
 	return best;
@@ -315,10 +318,7 @@ static int64_t heap_horizon_victim(struct cstate *s, int64_t now)
 
 		if (s->live[t] && s->key[t] < low)
 			continue;
-		if (s->live[t] && s->held[t] < now &&
-		    (best < 0 || s->last[t] < s->last[best] ||
-		     (s->last[t] == s->last[best] &&
-		      (s->key[t] > s->key[best] || (s->key[t] == s->key[best] && t < best)))))
+		if (s->live[t] && s->held[t] < now && older_victim(s, t, best))
 			best = t;
 		if (2 * i + 1 < s->nh)
 			s->htmp[sp++] = 2 * i + 1;

@@ -14,26 +14,16 @@
 
 #include "test.h"
 #include "plan/plan.h"
+#include "opt13b8.h"
 
 int main(void)
 {
 	static const double gpu_share[] = { 0.25, 0.5 };
-	struct tc_gen_cfg g;
 	struct tc_trace tr;
-	struct tc_model m;
 	uint64_t fp16, total, *cap;
 	unsigned built = 0;
 
-	tc_gen_cfg_default(&g);
-	g.batch = 2;
-	g.adam_params_per_s = 5e9;
-	g.opt_overlap = true;
-	g.opt_split = -1;
-	g.opt_pace_ns = 32900000;	/* the run's backward per layer */
-	T_EQ(tc_model_builtin("opt-13b", &m), 0);
-	m.layers = 8;
-	tc_trace_init(&tr);
-	T_EQ(tc_model_trace(&m, &g, &tr), 0);
+	T_EQ(t_opt13b8_trace(&tr), 0);
 	fp16 = tc_trace_bytes(&tr, TC_ROLE_PARAM_FP16);
 	total = tc_trace_bytes(&tr, -1);
 	cap = malloc(tr.nr_acc * sizeof(*cap));

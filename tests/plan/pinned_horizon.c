@@ -16,6 +16,7 @@
 
 #include "test.h"
 #include "plan/plan.h"
+#include "opt13b8.h"
 
 /* Mean issue-to-need distance of the plan's NVMe reads, in accesses. */
 static double read_lead(const struct tc_plan *pl)
@@ -51,22 +52,11 @@ static void cfg_at(struct tc_plan_cfg *cfg, uint64_t fp16, uint64_t total, unsig
 int main(void)
 {
 	static const unsigned pinned_pct[] = { 50, 70, 80 };
-	struct tc_gen_cfg g;
 	struct tc_trace tr;
-	struct tc_model m;
 	uint64_t fp16, total;
 	unsigned built = 0, shorter = 0, earlier = 0;
 
-	tc_gen_cfg_default(&g);
-	g.batch = 2;
-	g.adam_params_per_s = 5e9;
-	g.opt_overlap = true;
-	g.opt_split = -1;
-	g.opt_pace_ns = 32900000;
-	T_EQ(tc_model_builtin("opt-13b", &m), 0);
-	m.layers = 8;
-	tc_trace_init(&tr);
-	T_EQ(tc_model_trace(&m, &g, &tr), 0);
+	T_EQ(t_opt13b8_trace(&tr), 0);
 	fp16 = tc_trace_bytes(&tr, TC_ROLE_PARAM_FP16);
 	total = tc_trace_bytes(&tr, -1);
 	for (size_t p = 0; p < sizeof(pinned_pct) / sizeof(pinned_pct[0]); p++) {
