@@ -9,8 +9,8 @@
  *
  * Planned mode: at acquire i the ops of access i are issued. Copies go on
  * the H2D / D2H streams after waiting for their dependencies; NVMe staging
- * runs on a worker thread; frees (DROP/PDROP) are deferred until what used
- * the space is done. An acquire makes the caller's stream wait for the
+ * runs on worker threads; frees (DROP/PDROP) are made at once, and what
+ * takes the space next waits for its last users. An acquire makes the caller's stream wait for the
  * copies that made the value valid (the plan's wait lists). An access that
  * does not match the learnt order ends planned mode for the step: the cache
  * quiesces, counts a re-profile, and the next steps are profiled again. A
@@ -48,8 +48,6 @@ static void *pptr(struct tencache_cache *c, int64_t off)
 	return (char *)c->pbase + off;
 }
 
-static int complete_one_free(struct tencache_cache *c, int gpu);
-static int poll_frees(struct tencache_cache *c);
 
 static int galloc(struct tencache_cache *c, struct tc_tstate *t);
 static int galloc_at(struct tencache_cache *c, struct tc_tstate *t, int64_t off);
@@ -119,13 +117,21 @@ static int galloc_at(struct tencache_cache *c, struct tc_tstate *t, int64_t off)
 	return 0;
 }
 
-/* GPU space freed by DROP at issue: a copy into it waits for its last users. */
-static int gfreed_push(struct tencache_cache *c, uint64_t off, uint64_t len,
-		       const int32_t *deps, uint32_t nr_deps)
+/*
+ * Freed ranges. DROP frees its GPU range at issue, and PDROP its pinned one,
+ * so the caller never waits for space: what takes a range next waits for
+ * its last users instead, on its own stream or worker (a copy into GPU
+ * space on H2D; an NVMe read or a PALLOC into pinned space on a staging
+ * worker).
+ */
+static int freed_push(struct tc_freed *l, uint64_t off, uint64_t len,
+		      const int32_t *deps, uint32_t nr_deps)
 {
-	if (TC_GROW(c->gfreed, c->cap_gfreed, c->nr_gfreed, 256))
+	if (!nr_deps)
+		return 0;
+	if (TC_GROW(l->v, l->cap, l->nr, 256))
 		return -ENOMEM;
-	c->gfreed[c->nr_gfreed++] = (struct tc_gfreed){ off, len, deps, nr_deps };
+	l->v[l->nr++] = (struct tc_freed_range){ off, len, deps, nr_deps };
 	return 0;
 }
 
@@ -135,36 +141,68 @@ static int xev_done(struct tencache_cache *c, struct tc_xev *e);
 static int gate_send(struct tencache_cache *c, struct tc_xev *e, int block);
 
 /*
- * The last users of a freed range: a held gated copy (tc_gated) is not one
- * (it fills a range taken after the free), its recorded instance is. So
- * its host op is not waited for here.
+ * The last users of a freed GPU range: a held gated copy (tc_gated) is not
+ * one (it fills a range taken after the free), its recorded instance is.
+ * So its host op is not waited for here. A pinned range's gated copy reads
+ * it: that one is a user (l->pinned).
  */
-static struct tc_xev *gfreed_ev(struct tencache_cache *c, int32_t d, uint8_t *gate)
+static struct tc_xev *freed_ev(struct tencache_cache *c, const struct tc_freed *l,
+			       int32_t d, uint8_t *gate)
 {
 	struct tc_xev *e = dep_ev(c, d);
 
 	*gate = e->gate;
-	e->gate = 0;
+	if (!l->pinned)
+		e->gate = 0;
 	return e;
 }
 
-/* Stream s waits for the last users of every freed range [off, off+len) overlaps. */
+/* After freed_ev: a GPU range's gated copy is held again (a pinned one's
+ * may have gone out meanwhile). */
+static void freed_ev_put(const struct tc_freed *l, struct tc_xev *e, uint8_t gate)
+{
+	if (!l->pinned)
+		e->gate = gate;
+}
+
+/* Stream s waits for the last users of every freed GPU range [off, off+len) overlaps. */
 static int gfreed_wait(struct tencache_cache *c, void *s, uint64_t off, uint64_t len)
 {
-	for (uint32_t i = 0; i < c->nr_gfreed; i++) {
-		struct tc_gfreed *g = &c->gfreed[i];
+	const struct tc_freed *l = &c->gfreed;
+
+	for (uint32_t i = 0; i < l->nr; i++) {
+		const struct tc_freed_range *g = &l->v[i];
 
 		if (g->off >= off + len || off >= g->off + g->len)
 			continue;
 		for (uint32_t k = 0; k < g->nr_deps; k++) {
 			uint8_t gate;
-			struct tc_xev *e = gfreed_ev(c, g->deps[k], &gate);
+			struct tc_xev *e = freed_ev(c, l, g->deps[k], &gate);
 			int ret = xev_stream_wait(c, s, e);
 
-			e->gate = gate;
+			freed_ev_put(l, e, gate);
 
 			if (ret)
 				return ret;
+		}
+	}
+	return 0;
+}
+
+/* Append the last users of the freed pinned ranges [off, off+len) overlaps to c->sdeps. */
+static int pfreed_deps(struct tencache_cache *c, uint64_t off, uint64_t len)
+{
+	const struct tc_freed *l = &c->pfreed;
+
+	for (uint32_t i = 0; i < l->nr; i++) {
+		const struct tc_freed_range *g = &l->v[i];
+
+		if (g->off >= off + len || off >= g->off + g->len)
+			continue;
+		for (uint32_t k = 0; k < g->nr_deps; k++) {
+			if (TC_GROW(c->sdeps, c->cap_sdeps, c->nr_sdeps, 64))
+				return -ENOMEM;
+			c->sdeps[c->nr_sdeps++] = g->deps[k];
 		}
 	}
 	return 0;
@@ -174,35 +212,55 @@ static int gfreed_wait(struct tencache_cache *c, void *s, uint64_t off, uint64_t
  * Forget freed ranges whose last users are done, oldest first, stopping at
  * the first that is not (ranges are freed in the order their users run).
  * Queries cost a driver call each (1-2 us on a GPU), so the list is polled
- * only once it has doubled since the last poll (and past GFREED_POLL_MIN):
- * amortized O(1) queries per freed range, and gfreed_wait's scan stays short.
+ * only once it has doubled since the last poll (and past FREED_POLL_MIN):
+ * amortized O(1) queries per freed range, and the scans stay short.
  */
-#define GFREED_POLL_MIN	16
-static void gfreed_poll(struct tencache_cache *c)
+#define FREED_POLL_MIN	16
+static void freed_poll(struct tencache_cache *c, struct tc_freed *l)
 {
 	uint32_t i;
 
-	if (c->nr_gfreed <= c->gfreed_poll_at || c->nr_gfreed <= GFREED_POLL_MIN)
+	if (l->nr <= l->poll_at || l->nr <= FREED_POLL_MIN)
 		return;
-	for (i = 0; i < c->nr_gfreed; i++) {
-		struct tc_gfreed *g = &c->gfreed[i];
+	for (i = 0; i < l->nr; i++) {
+		struct tc_freed_range *g = &l->v[i];
 		uint32_t k;
 
 		for (k = 0; k < g->nr_deps; k++) {
 			uint8_t gate;
-			struct tc_xev *e = gfreed_ev(c, g->deps[k], &gate);
-			int done = xev_done(c, e);
+			struct tc_xev *e = freed_ev(c, l, g->deps[k], &gate);
+			int done = l->pinned && gate ? 0 : xev_done(c, e) == 1;
 
-			e->gate = gate;
-			if (done != 1)
+			freed_ev_put(l, e, gate);
+			if (!done)
 				break;
 		}
 		if (k < g->nr_deps)
 			break;
 	}
-	memmove(c->gfreed, c->gfreed + i, (c->nr_gfreed - i) * sizeof(*c->gfreed));
-	c->nr_gfreed -= i;
-	c->gfreed_poll_at = 2 * c->nr_gfreed;
+	memmove(l->v, l->v + i, (l->nr - i) * sizeof(*l->v));
+	l->nr -= i;
+	l->poll_at = 2 * l->nr;
+}
+
+static int xev_sync(struct tencache_cache *c, struct tc_xev *e);
+
+/* Every last user of a freed range done (the streams are synced): forget them. */
+static int freed_sync(struct tencache_cache *c, struct tc_freed *l)
+{
+	int ret = 0;
+
+	for (uint32_t i = 0; i < l->nr && !ret; i++)
+		for (uint32_t k = 0; k < l->v[i].nr_deps && !ret; k++) {
+			uint8_t gate;
+			struct tc_xev *e = freed_ev(c, l, l->v[i].deps[k], &gate);
+
+			ret = xev_sync(c, e);
+			freed_ev_put(l, e, gate);
+		}
+	if (!ret)
+		l->nr = l->poll_at = 0;
+	return ret;
 }
 
 static int od_make_room_pinned(struct tencache_cache *c, uint64_t bytes);
@@ -234,8 +292,8 @@ static int palloc(struct tencache_cache *c, struct tc_tstate *t)
 		ret = tencache_pool_alloc(c->pool, t->bytes, &ptr);
 		if (ret != -ENOMEM)
 			break;
-		ret = complete_one_free(c, 0);
-		if (ret == -ENOENT && (!c->planned || c->any_room) && c->swap)
+		ret = -ENOENT;
+		if ((!c->planned || c->any_room) && c->swap)
 			ret = od_make_room_pinned(c, t->bytes);
 		if (ret == -ENOENT) {
 			ret = -ENOMEM;
@@ -258,8 +316,8 @@ static int palloc(struct tencache_cache *c, struct tc_tstate *t)
 }
 
 /*
- * At the plan's pinned offset (setup.c pinned_place): its last occupant's
- * deferred free may still wait for that value's copies. A range still
+ * At the plan's pinned offset (setup.c pinned_place): its last occupant
+ * was freed at its PDROP (its users may still run: pfreed). A range still
  * taken is a fault of the layout: the plan stops as for fragmentation and
  * best fit places from then on.
  */
@@ -271,19 +329,10 @@ static int palloc_at(struct tencache_cache *c, struct tc_tstate *t, int64_t off)
 		return palloc(c, t);
 	if (t->poff >= 0)
 		return 0;
-	/* tc_exec_test_taken: as if a range were taken with no free pending */
+	/* tc_exec_test_taken: as if a range were taken */
 	ret = c->test_taken && !--c->test_taken ? -EBUSY : 0;
-	while (!ret) {
-		ret = tencache_arena_alloc_at(tencache_pool_arena(c->pool), t->bytes,
-					      (uint64_t)off);
-		if (ret != -EBUSY)
-			break;
-		ret = complete_one_free(c, 0);
-		if (ret == -ENOENT)
-			ret = -EBUSY;
-		if (ret)
-			break;
-	}
+	ret = ret ?: tencache_arena_alloc_at(tencache_pool_arena(c->pool), t->bytes,
+					     (uint64_t)off);
 	if (ret) {
 		tc_err(c->tc, "cache: the plan's pinned range at %lld (%llu bytes) is not free at access %u (%s); placing by best fit from now on",
 		       (long long)off, (unsigned long long)t->bytes, c->pos, strerror(-ret));
@@ -467,8 +516,6 @@ static int xev_sync(struct tencache_cache *c, struct tc_xev *e)
 			sorder_done(c, e);
 		return ret;
 	}
-	if (e->pending)
-		return tc_exec_complete_deferred(c, e);
 	tc_hev_wait(c->dev, &e->h, tc_hev_latest(c->dev, &e->h));
 	return 0;
 }
@@ -520,11 +567,6 @@ static int xev_stream_wait(struct tencache_cache *c, void *s, struct tc_xev *e)
 
 	if (ev_is_dev(e))
 		return xev_dev_wait(c, s, e);
-	if (e->pending) {
-		ret = tc_exec_complete_deferred(c, e);
-		if (ret)
-			return ret;
-	}
 	/* a batch goes out before a wait that may hold the stream; one for a
 	 * host event already signalled holds nothing (in host mode the
 	 * ends of the caller's ops: most waits of the copies there) */
@@ -553,8 +595,6 @@ static int xev_done(struct tencache_cache *c, struct tc_xev *e)
 			sorder_done(c, e);
 		return ret;
 	}
-	if (e->pending)
-		return 0;
 	return tc_hev_done(c->dev, &e->h);
 }
 
@@ -592,112 +632,14 @@ static struct tc_xev *dep_ev(struct tencache_cache *c, int32_t d)
 	return d >= 0 ? &c->opev[d] : &c->accev[-(d + 1)];
 }
 
-/* ---- deferred frees (DROP / PDROP) ------------------------------------ */
-
-/* Done when every dependency is: then free the space and signal. */
-int tc_exec_complete_deferred(struct tencache_cache *c, struct tc_xev *e)
-{
-	struct tc_pfree *f = e->pending;
-	uint32_t k;
-	int ret;
-
-	if (!f)
-		return 0;
-	for (k = 0; k < f->nr_deps; k++) {
-		ret = xev_sync(c, dep_ev(c, f->deps[k]));
-		if (ret)
-			return ret;
-	}
-	ret = 0;
-	if (f->off != TC_NO_FREE)
-		ret = f->gpu ? tencache_arena_free(c->garena, f->off) : pfree(c, f->off);
-	e->pending = NULL;
-	f->done = 1;
-	xev_signal_now(c, e);
-	return ret;
-}
-
-/* Complete the oldest deferred free of a tier; -ENOENT if there is none. */
-static int complete_one_free(struct tencache_cache *c, int gpu)
-{
-	for (uint32_t i = 0; i < c->nr_frees; i++) {
-		struct tc_pfree *f = &c->frees[(c->free_head + i) % c->cap_frees];
-
-		if (!f->done && f->gpu == gpu && f->off != TC_NO_FREE)
-			return tc_exec_complete_deferred(c, f->ev);
-	}
-	return -ENOENT;
-}
-
-/* Complete deferred frees whose dependencies are done; drop finished ones. */
-static int poll_frees(struct tencache_cache *c)
-{
-	for (uint32_t i = 0; i < c->nr_frees; i++) {
-		struct tc_pfree *f = &c->frees[(c->free_head + i) % c->cap_frees];
-		uint32_t k;
-		int ret;
-
-		if (f->done)
-			continue;
-		for (k = 0; k < f->nr_deps; k++)
-			if (xev_done(c, dep_ev(c, f->deps[k])) != 1)
-				break;
-		if (k == f->nr_deps) {
-			ret = tc_exec_complete_deferred(c, f->ev);
-			if (ret)
-				return ret;
-		}
-	}
-	while (c->nr_frees && c->frees[c->free_head].done) {
-		c->free_head = (c->free_head + 1) % c->cap_frees;
-		c->nr_frees--;
-	}
-	return 0;
-}
-
-static int defer_free(struct tencache_cache *c, struct tc_xev *e, int gpu, uint64_t off,
-		      const int32_t *deps, uint32_t nr_deps)
-{
-	struct tc_pfree *f;
-	int ret;
-
-	if (e->pending) {	/* the previous instance must be complete */
-		ret = tc_exec_complete_deferred(c, e);
-		if (ret)
-			return ret;
-	}
-	if (c->nr_frees == c->cap_frees) {
-		ret = poll_frees(c);
-		if (ret)
-			return ret;
-		if (c->nr_frees == c->cap_frees) {
-			ret = tc_exec_complete_deferred(c,
-				c->frees[c->free_head].ev);
-			if (ret)
-				return ret;
-			ret = poll_frees(c);
-			if (ret)
-				return ret;
-		}
-	}
-	f = &c->frees[(c->free_head + c->nr_frees++) % c->cap_frees];
-	*f = (struct tc_pfree){ .ev = e, .gpu = gpu, .off = off, .deps = deps,
-				.nr_deps = nr_deps };
-	tc_hev_arm(c->dev, &e->h);
-	e->pending = f;
-	return 0;
-}
-
 /* ---- staging worker (NVMe) -------------------------------------------- */
 
 struct tc_sjob {
 	struct tc_xev *ev;
 	uint64_t inst;
-	int write;
+	int kind;		/* TC_SJ_* */
 	void *buf;
 	uint64_t len, off;
-	const int32_t *deps;
-	uint32_t nr_deps;
 	struct tc_sjob *next;
 	uint64_t t0, t1;	/* timeline */
 	uint32_t tensor;
@@ -705,21 +647,27 @@ struct tc_sjob {
 	/* host deps: the instance that was latest at push. Taken when the
 	 * worker runs, a later op of this step (queued behind this job)
 	 * could be the latest, and the worker would wait for it forever. */
-	uint64_t dep_inst[];
+	uint32_t nr_hdeps;
+	struct tc_sdep {
+		struct tc_hev *h;
+		uint64_t inst;
+	} hdep[];
 };
 
 /*
- * A staging worker: its queue's jobs in order, each after its dependencies.
- * Reads and writes have a worker each: a write-back waits for the op that
- * last wrote the value (a detached CPU Adam's, on the optimizer states), and
- * one queue held the next ops' reads behind it, so NVMe reads and writes
- * never overlapped. Jobs depend only on ops issued before them (the
- * latest instance at push), so the two cannot wait for each other in a
- * circle.
+ * The staging workers: each runs its queue's jobs in order, each after its
+ * dependencies. Reads and writes have a worker each: a write-back waits for
+ * the op that last wrote the value (a detached CPU Adam's, on the optimizer
+ * states), and one queue held the next ops' reads behind it, so NVMe reads
+ * and writes never overlapped. The third settles PALLOCs: pinned space is
+ * ready once its last users (and the last users of what was freed there)
+ * are done, which no caller waits for. Jobs depend only on ops issued
+ * before them (the latest instance at push), so workers cannot wait for
+ * each other in a circle.
  */
 static void *stage_main(struct tencache_cache *c, int w)
 {
-	struct tencache_stage *stage = w ? c->wstage : c->stage;
+	struct tencache_stage *stage = w == TC_SJ_WRITE ? c->wstage : c->stage;
 	struct tc_sjob *j;
 
 	for (;;) {
@@ -739,23 +687,20 @@ static void *stage_main(struct tencache_cache *c, int w)
 		pthread_mutex_unlock(&c->slock);
 
 		/* dependencies: device events are waited for here, host ones too */
-		for (uint32_t k = 0; k < j->nr_deps; k++) {
-			struct tc_xev *e = dep_ev(c, j->deps[k]);
-
-			if (!ev_is_dev(e))
-				tc_hev_wait(c->dev, &e->h, j->dep_inst[k]);
-		}
+		for (uint32_t k = 0; k < j->nr_hdeps; k++)
+			tc_hev_wait(c->dev, j->hdep[k].h, j->hdep[k].inst);
 		if (j->dev_ev) {
 			c->dev->ops->sync(c->dev, j->dev_ev);
 			c->dev->ops->event_destroy(c->dev, j->dev_ev);
 		}
-		j->t0 = tc_now_ns();
-		{
+		if (w != TC_SJ_SETTLE) {
 			struct tencache_stage_cqe cqe;
-			int ret = j->write ?
+			int ret;
+
+			j->t0 = tc_now_ns();
+			ret = w == TC_SJ_WRITE ?
 				tencache_stage_write(stage, c->nvme_fd, j->buf, j->len, j->off, 0, 0) :
 				tencache_stage_read(stage, c->nvme_fd, j->buf, j->len, j->off, 0, 0);
-
 			if (!ret)
 				ret = tencache_stage_submit(stage);
 			while (ret >= 0) {
@@ -768,15 +713,16 @@ static void *stage_main(struct tencache_cache *c, int w)
 			}
 			if (ret < 0) {
 				tc_err(c->tc, "cache: NVMe %s of %llu bytes at %llu failed: %s",
-				       j->write ? "write" : "read", (unsigned long long)j->len,
+				       w == TC_SJ_WRITE ? "write" : "read", (unsigned long long)j->len,
 				       (unsigned long long)j->off, strerror(-ret));
 				__atomic_store_n(&c->stage_err, ret, __ATOMIC_RELEASE);
 			}
+			j->t1 = tc_now_ns();
+			__atomic_add_fetch(&c->st.link_bytes[w == TC_SJ_WRITE ? 3 : 2], j->len,
+					   __ATOMIC_RELAXED);
+			tc_exec_timeline_add(c, w == TC_SJ_WRITE ? TC_TL_NVME_WR : TC_TL_NVME_RD,
+					     j->tensor, j->t0, j->t1);
 		}
-		j->t1 = tc_now_ns();
-		__atomic_add_fetch(&c->st.link_bytes[j->write ? 3 : 2], j->len, __ATOMIC_RELAXED);
-		tc_exec_timeline_add(c, j->write ? TC_TL_NVME_WR : TC_TL_NVME_RD, j->tensor,
-				     j->t0, j->t1);
 		tc_hev_signal(c->dev, &j->ev->h, j->inst);
 		free(j);
 	}
@@ -784,36 +730,42 @@ static void *stage_main(struct tencache_cache *c, int w)
 
 void *tc_exec_stage_reader(void *arg)
 {
-	return stage_main(arg, 0);
+	return stage_main(arg, TC_SJ_READ);
 }
 
 void *tc_exec_stage_writer(void *arg)
 {
-	return stage_main(arg, 1);
+	return stage_main(arg, TC_SJ_WRITE);
 }
 
-static int stage_push(struct tencache_cache *c, struct tc_xev *e, int write,
+void *tc_exec_settler(void *arg)
+{
+	return stage_main(arg, TC_SJ_SETTLE);
+}
+
+/*
+ * Queue a job of kind on t's pinned space, after deps (plan op indices or
+ * accesses, dep_ev): host ones at their latest instance now, device ones
+ * through a snapshot on sstream.
+ */
+static int stage_push(struct tencache_cache *c, struct tc_xev *e, int kind,
 		      struct tc_tstate *t, uint32_t tensor, const int32_t *deps,
 		      uint32_t nr_deps)
 {
-	struct tc_sjob *j = calloc(1, sizeof(*j) + nr_deps * sizeof(j->dep_inst[0]));
+	struct tc_sjob *j = calloc(1, sizeof(*j) + nr_deps * sizeof(j->hdep[0]));
 	int ret = 0;
 
 	if (!j)
 		return -ENOMEM;
-	*j = (struct tc_sjob){ .ev = e, .write = write, .buf = pptr(c, t->poff),
-			       .len = t->bytes, .off = t->noff, .deps = deps,
-			       .nr_deps = nr_deps, .tensor = tensor };
+	*j = (struct tc_sjob){ .ev = e, .kind = kind, .buf = pptr(c, t->poff),
+			       .len = t->bytes, .off = t->noff, .tensor = tensor };
 	for (uint32_t k = 0; k < nr_deps && !ret; k++) {
 		struct tc_xev *d = dep_ev(c, deps[k]);
 
 		if (!ev_is_dev(d)) {
-			/* a deferred free (PDROP/PALLOC) completes only when this
-			 * thread makes it: now, or the worker would wait for it
-			 * while this thread waits (in palloc) for the worker */
-			if (d->pending)
-				ret = tc_exec_complete_deferred(c, d);
-			j->dep_inst[k] = tc_hev_latest(c->dev, &d->h);
+			if (!tc_hev_done(c->dev, &d->h))
+				j->hdep[j->nr_hdeps++] = (struct tc_sdep){ &d->h,
+					tc_hev_latest(c->dev, &d->h) };
 			continue;
 		}
 		/* a stream wait takes the event's current recording: the
@@ -835,14 +787,43 @@ static int stage_push(struct tencache_cache *c, struct tc_xev *e, int write,
 	}
 	j->inst = tc_hev_arm(c->dev, &e->h);
 	pthread_mutex_lock(&c->slock);
-	if (c->stail[write])
-		c->stail[write]->next = j;
+	if (c->stail[kind])
+		c->stail[kind]->next = j;
 	else
-		c->shead[write] = j;
-	c->stail[write] = j;
+		c->shead[kind] = j;
+	c->stail[kind] = j;
 	pthread_cond_broadcast(&c->scond);
 	pthread_mutex_unlock(&c->slock);
 	return 0;
+}
+
+/*
+ * An op that fills t's pinned space (STAGE_IN, PALLOC): a job after the
+ * op's dependencies and the last users of what was freed in that space.
+ */
+static int stage_fill(struct tencache_cache *c, uint32_t k, int kind, struct tc_tstate *t)
+{
+	const struct tc_op *op = &c->plan.ops[k];
+	int ret;
+
+	c->nr_sdeps = 0;
+	do
+		ret = TC_GROW(c->sdeps, c->cap_sdeps, op->nr_deps, 64);
+	while (!ret && c->cap_sdeps <= op->nr_deps);
+	if (ret)
+		return ret;
+	memcpy(c->sdeps, c->plan.deps + op->dep_first, op->nr_deps * sizeof(*c->sdeps));
+	c->nr_sdeps = op->nr_deps;
+	ret = pfreed_deps(c, t->poff, t->bytes);
+	if (ret || c->sthread_on)
+		return ret ?: stage_push(c, &c->opev[k], kind, t, op->tensor, c->sdeps,
+					 c->nr_sdeps);
+	/* no workers (no NVMe tier): the caller settles it now */
+	for (uint32_t d = 0; d < c->nr_sdeps && !ret; d++)
+		ret = xev_sync(c, dep_ev(c, c->sdeps[d]));
+	if (!ret && kind == TC_SJ_SETTLE)
+		xev_signal_now(c, &c->opev[k]);
+	return ret ?: kind == TC_SJ_SETTLE ? 0 : -EINVAL;
 }
 
 /* ---- copies ------------------------------------------------------------ */
@@ -1226,7 +1207,7 @@ static int gate_hold(struct tencache_cache *c, uint32_t k, struct tc_tstate *t)
 	for (uint32_t d = 0; d < op->nr_deps; d++) {
 		struct tc_xev *x = dep_ev(c, c->plan.deps[op->dep_first + d]);
 
-		if (ev_is_dev(x) || x->pending)
+		if (ev_is_dev(x))
 			continue;
 		if (h)
 			return 0;	/* two host ops: the caller waits, as before */
@@ -1244,7 +1225,7 @@ static int gate_queue(struct tencache_cache *c, uint32_t k, struct tc_tstate *t)
 	for (uint32_t d = 0; d < op->nr_deps && !ret; d++) {
 		struct tc_xev *x = dep_ev(c, c->plan.deps[op->dep_first + d]);
 
-		if (ev_is_dev(x) || x->pending)
+		if (ev_is_dev(x))
 			ret = xev_stream_wait(c, c->h2d, x);
 	}
 	if (ret || (ret = TC_GROW(c->gq, c->gq_cap, c->gq_nr, 64)))
@@ -1255,7 +1236,7 @@ static int gate_queue(struct tencache_cache *c, uint32_t k, struct tc_tstate *t)
 	for (uint32_t d = 0; d < op->nr_deps; d++) {
 		struct tc_xev *x = dep_ev(c, c->plan.deps[op->dep_first + d]);
 
-		if (!ev_is_dev(x) && !x->pending) {
+		if (!ev_is_dev(x)) {
 			g->h = &x->h;
 			g->inst = tc_hev_latest(c->dev, &x->h);
 		}
@@ -1309,7 +1290,7 @@ static int issue_op(struct tencache_cache *c, uint32_t k)
 	case TC_OP_DROP:
 		if (t->goff >= 0) {
 			ret = tencache_arena_free(c->garena, t->goff);
-			ret = ret ?: gfreed_push(c, t->goff, t->bytes, deps, op->nr_deps);
+			ret = ret ?: freed_push(&c->gfreed, t->goff, t->bytes, deps, op->nr_deps);
 		}
 		xev_signal_now(c, e);
 		t->goff = -1;
@@ -1317,28 +1298,28 @@ static int issue_op(struct tencache_cache *c, uint32_t k)
 		break;
 	case TC_OP_STAGE_IN:
 		ret = palloc_at(c, t, c->op_poff ? c->op_poff[k] : -1);
-		ret = ret ?: stage_push(c, e, 0, t, op->tensor, deps, op->nr_deps);
+		ret = ret ?: stage_fill(c, k, TC_SJ_READ, t);
 		if (!ret)
 			t->valid |= TC_V_PINNED;
 		break;
 	case TC_OP_PALLOC:
-		/*
-		 * Done when its dependencies are (the pinned users before it):
-		 * later ops wait for it in their place.
-		 */
+		/* ready when its last users and its space's are done: the
+		 * settler signals it, and later ops wait for it in their place */
 		ret = palloc_at(c, t, c->op_poff ? c->op_poff[k] : -1);
-		ret = ret ?: defer_free(c, e, 0, TC_NO_FREE, deps, op->nr_deps);
+		ret = ret ?: stage_fill(c, k, TC_SJ_SETTLE, t);
 		break;
 	case TC_OP_STAGE_OUT:
-		ret = stage_push(c, e, 1, t, op->tensor, deps, op->nr_deps);
+		ret = stage_push(c, e, TC_SJ_WRITE, t, op->tensor, deps, op->nr_deps);
 		if (!ret)
 			t->valid |= TC_V_NVME;
 		break;
 	case TC_OP_PDROP:
-		if (t->poff >= 0 && !t->pinned_home)
-			ret = defer_free(c, e, 0, t->poff, deps, op->nr_deps);
-		else
-			xev_signal_now(c, e);
+		/* the space is free now: what fills it next waits for its users */
+		if (t->poff >= 0 && !t->pinned_home) {
+			ret = pfree(c, t->poff);
+			ret = ret ?: freed_push(&c->pfreed, t->poff, t->bytes, deps, op->nr_deps);
+		}
+		xev_signal_now(c, e);
 		if (!t->pinned_home) {
 			t->poff = -1;
 			t->valid &= ~TC_V_PINNED;
@@ -1959,7 +1940,7 @@ static int od_acquire(struct tencache_cache *c, uint32_t id, unsigned flags, voi
 	return 0;
 }
 
-/* ---- quiesce: every copy done, every deferred free made ----------------- */
+/* ---- quiesce: every copy, staging job and freed range's user done ------- */
 
 /* Detached host ops write their tensors until they are done. */
 void tc_exec_wait_detached(struct tencache_cache *c)
@@ -1997,41 +1978,17 @@ int tc_exec_drain(struct tencache_cache *c)
 	/* deferred waits of host ops: of the copies above */
 	ret = ret ?: c->dev->ops->stream_sync(c->dev, c->rstream);
 	pthread_mutex_lock(&c->slock);
-	while (c->shead[0] || c->shead[1])
+	while (c->shead[TC_SJ_READ] || c->shead[TC_SJ_WRITE] || c->shead[TC_SJ_SETTLE])
 		pthread_cond_wait(&c->scond, &c->slock);
 	pthread_mutex_unlock(&c->slock);
 	/* the worker signals after each job: wait for the last one too */
 	for (uint32_t k = 0; k < c->plan.nr_ops && c->planned; k++)
-		if (!ev_is_dev(&c->opev[k]) && !c->opev[k].pending)
+		if (!ev_is_dev(&c->opev[k]))
 			tc_hev_wait(c->dev, &c->opev[k].h, tc_hev_latest(c->dev, &c->opev[k].h));
-	while (!ret && c->nr_frees) {
-		ret = complete_one_free(c, 1);
-		if (ret == -ENOENT)
-			ret = complete_one_free(c, 0);
-		if (ret == -ENOENT)
-			ret = 0;
-		ret = ret ?: poll_frees(c);
-		if (!ret && c->nr_frees && c->frees[c->free_head].done)
-			continue;
-		if (!ret && c->nr_frees) {
-			uint32_t n = c->nr_frees;
-
-			ret = poll_frees(c);
-			if (n == c->nr_frees)
-				break;
-		}
-	}
-	/* every user of freed GPU space is done once the streams are */
-	for (uint32_t i = 0; i < c->nr_gfreed && !ret; i++)
-		for (uint32_t k = 0; k < c->gfreed[i].nr_deps && !ret; k++) {
-			uint8_t gate;
-			struct tc_xev *e = gfreed_ev(c, c->gfreed[i].deps[k], &gate);
-
-			ret = xev_sync(c, e);
-			e->gate = gate;
-		}
-	if (!ret)
-		c->nr_gfreed = c->gfreed_poll_at = 0;
+	/* every user of freed GPU space is done once the streams are; a
+	 * freed pinned range's may be a detached host op */
+	ret = ret ?: freed_sync(c, &c->gfreed);
+	ret = ret ?: freed_sync(c, &c->pfreed);
 	if (!ret)
 		ret = __atomic_load_n(&c->stage_err, __ATOMIC_ACQUIRE);
 	return ret ?: tc_exec_gpu_resolve(c);
@@ -2357,10 +2314,8 @@ static int acquire(struct tencache_cache *c, int id, unsigned flags, void *strea
 	if (c->planned) {
 		uint32_t i = c->pos;
 
-		ret = poll_frees(c);
-		if (ret)
-			return ret;
-		gfreed_poll(c);
+		freed_poll(c, &c->gfreed);
+		freed_poll(c, &c->pfreed);
 		/* a hit: the value was resident and its copy done before we asked */
 		hit = 1;
 		gfirst = c->gp_nr;

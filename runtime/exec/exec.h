@@ -19,8 +19,6 @@
 #define TC_V_PINNED	0x2
 #define TC_V_NVME	0x4
 
-struct tc_pfree;
-
 /*
  * An event of either domain: a device event, or a host event (dev NULL).
  * Device events remember what saves driver calls: the instance (gen, one
@@ -39,7 +37,6 @@ struct tc_xev {
 	void *alt;			/* the other half of a pair, or NULL */
 	struct tc_bev *bev;		/* latest instance: a batch's record, or NULL */
 	struct tc_hev h;
-	struct tc_pfree *pending;	/* a deferred free not yet made */
 	uint32_t gen, done_gen;		/* records made; the newest known done */
 	void *rec_s;			/* stream of the latest record */
 	uint8_t rec_o;			/* its tc_sorder + 1; 0: not tracked */
@@ -115,17 +112,6 @@ struct tc_gprobe {
 	uint8_t cand;			/* the acquire is a hit unless a FETCH was late */
 };
 
-#define TC_NO_FREE UINT64_MAX	/* a deferred completion that frees nothing */
-
-struct tc_pfree {
-	struct tc_xev *ev;
-	int gpu;
-	int done;
-	uint64_t off;
-	const int32_t *deps;
-	uint32_t nr_deps;
-};
-
 /*
  * A gated FETCH (plan.h) whose host op was still running at its issue
  * point: its space and stream waits are taken, the copy goes out once the
@@ -141,10 +127,20 @@ struct tc_gated {
 	uint64_t inst;			/* ... and the instance it waits for */
 };
 
-struct tc_gfreed {
-	uint64_t off, len;
-	const int32_t *deps;	/* the DROP's dependencies: its last users */
-	uint32_t nr_deps;
+/*
+ * Ranges freed at issue (GPU: DROP; pinned: PDROP) whose last users may
+ * still run: what is placed there next waits for them (cache.c, "freed
+ * ranges"). Oldest first.
+ */
+struct tc_freed {
+	struct tc_freed_range {
+		uint64_t off, len;
+		const int32_t *deps;	/* the free's dependencies: its last users */
+		uint32_t nr_deps;
+	} *v;
+	uint32_t nr, cap;
+	uint32_t poll_at;	/* freed_poll queries past this length */
+	uint8_t pinned;		/* a held gated copy reads the range: a user */
 };
 
 #define TC_GPU_ALIGN	256	/* the GPU arena's alignment */
@@ -235,15 +231,20 @@ struct tencache_cache {
 	uint64_t plan_pinned_bytes;	/* the same for the pinned pool */
 
 	/*
-	 * Staging workers, one per direction ([0] reads, [1] writes), each
-	 * with a queue and a ring of its own ([0] is c->stage, which the
-	 * caller's synchronous transfers share while the workers are idle)
+	 * Staging workers, one per direction (reads, writes), each with a
+	 * queue and a ring of its own (the reader's is c->stage, which the
+	 * caller's synchronous transfers share while the workers are idle),
+	 * and the settler of pinned space (PALLOC, no I/O): cache.c
 	 */
-	pthread_t sthread[2];
+#define TC_SJ_READ	0
+#define TC_SJ_WRITE	1
+#define TC_SJ_SETTLE	2
+#define TC_SJ_NR	3
+	pthread_t sthread[TC_SJ_NR];
 	int sthread_on, sexit;		/* workers started */
 	pthread_mutex_t slock;
 	pthread_cond_t scond;
-	struct tc_sjob *shead[2], *stail[2];
+	struct tc_sjob *shead[TC_SJ_NR], *stail[TC_SJ_NR];
 	struct tencache_stage *wstage;	/* the writer's */
 	int stage_err;
 
@@ -267,14 +268,11 @@ struct tencache_cache {
 	struct tc_xev *opev, *accev;
 	uint32_t nacc_ev;
 
-	/* GPU ranges freed by DROP whose last users may still run */
-	struct tc_gfreed *gfreed;
-	uint32_t nr_gfreed, cap_gfreed;
-	uint32_t gfreed_poll_at;	/* gfreed_poll queries past this length */
+	/* GPU ranges freed by DROP, pinned ones by PDROP */
+	struct tc_freed gfreed, pfreed;
+	int32_t *sdeps;			/* a staging job's dependencies, gathered */
+	uint32_t nr_sdeps, cap_sdeps;
 
-	/* deferred pinned frees (PDROP): a ring */
-	struct tc_pfree *frees;
-	uint32_t cap_frees, free_head, nr_frees;
 
 	/* profiling: the measured compute time of each op */
 	struct tc_prof {
@@ -369,7 +367,6 @@ struct tencache_cache {
 };
 
 /* cache.c */
-int tc_exec_complete_deferred(struct tencache_cache *c, struct tc_xev *e);
 /* Drop a reference to a batch's shared record (NULL: none). */
 void tc_exec_bev_put(struct tencache_cache *c, struct tc_bev *b);
 int tc_exec_quiesce(struct tencache_cache *c);
@@ -393,6 +390,7 @@ int tc_exec_prof_resolve(struct tencache_cache *c);
 int tc_exec_gpu_resolve(struct tencache_cache *c);
 void *tc_exec_stage_reader(void *arg);
 void *tc_exec_stage_writer(void *arg);
+void *tc_exec_settler(void *arg);
 
 /*
  * Test hooks (cache.c; tests/runtime/cache_lag.c, linked statically): not

@@ -346,10 +346,7 @@ int tc_exec_freeze(struct tencache_cache *c)
 		goto fail;
 	for (uint32_t i = 0; i < c->nr && !ret; i++)
 		ret = xev_init(c, &c->t[i].ready, 1, 0);
-	c->cap_frees = 2 * c->nr + 64;
-	c->frees = calloc(c->cap_frees, sizeof(*c->frees));
-	if (!ret && !c->frees)
-		ret = -ENOMEM;
+	c->pfreed.pinned = 1;
 	if (ret)
 		goto fail;
 	if (c->swap) {
@@ -361,6 +358,10 @@ int tc_exec_freeze(struct tencache_cache *c)
 		if (ret)
 			goto fail;
 		c->sthread_on = 2;
+		ret = pthread_create(&c->sthread[2], NULL, tc_exec_settler, c) ? -EAGAIN : 0;
+		if (ret)
+			goto fail;
+		c->sthread_on = 3;
 	}
 	/* without NVMe every tensor lives in pinned memory, zero at first:
 	 * allocated in order, then zeroed at once by several threads */
@@ -1862,8 +1863,9 @@ void tencache_cache_destroy(struct tencache_cache *c)
 		tencache_arena_destroy(c->garena);
 	if (c->dev)
 		c->dev->ops->close(c->dev);
-	free(c->frees);
-	free(c->gfreed);
+	free(c->gfreed.v);
+	free(c->pfreed.v);
+	free(c->sdeps);
 	free(c->op_ids);
 	free(c->det);
 	free(c->det_ns);
