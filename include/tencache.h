@@ -489,6 +489,15 @@ enum tencache_policy {
 					    * whole budget whenever there is one,
 					    * whatever the timing model says (not
 					    * with TENCACHE_CACHE_NO_LAYOUT) */
+#define TENCACHE_CACHE_DETACH_FIFO (1u << 6) /* detached host ops are run in
+					    * the order they were detached (one
+					    * runner, first in first out): their
+					    * tencache_op_wait may then wait for
+					    * earlier ops, and a NOWAIT acquire
+					    * never waits for an NVMe read or
+					    * pinned space. Without it, the
+					    * caller waits for those that may
+					    * wait for a detached op not done */
 
 struct tencache_cache_params {
 	uint32_t flags;			/* TENCACHE_CACHE_* */
@@ -518,7 +527,8 @@ struct tencache_cache_params {
 /*
  * With TENCACHE_ACQ_HOST, for an op that will be detached: return the pinned
  * pointer without waiting for the copies that bring the value there (a
- * gradient's copy from the GPU); the caller goes on queueing GPU work. The
+ * gradient's copy from the GPU, an NVMe read, the last users of its pinned
+ * space); the caller goes on queueing GPU work. The
  * thread that runs the op calls tencache_op_wait(token) before touching the
  * tensors. An op so acquired and released instead waits at its release.
  */
@@ -590,8 +600,9 @@ struct tencache_cache_stats {
 	 */
 	uint64_t plan_trying;
 	uint64_t plan_trials;
-	/* host acquires (TENCACHE_ACQ_NOWAIT) whose waits went to the op's
-	 * tencache_op_wait: copies still in flight when the caller asked */
+	/* waits of host acquires (TENCACHE_ACQ_NOWAIT) that went to the op's
+	 * tencache_op_wait: copies, NVMe reads or pinned space still in
+	 * flight when the caller asked */
 	uint64_t deferred_waits;
 	/* plans whose pinned ranges were laid out ahead (NVMe tier) */
 	uint64_t pinned_layouts;
@@ -602,6 +613,9 @@ struct tencache_cache_stats {
 	 * for: pinned_budget less the room its pinned layout needed (0: no
 	 * plan, or no NVMe tier) */
 	uint64_t plan_pinned_bytes;
+	/* of deferred_waits, those for an NVMe read or pinned space (a
+	 * staging worker's): the caller did not wait for the disk */
+	uint64_t deferred_host_waits;
 };
 
 TENCACHE_API int tencache_cache_create(struct tencache *tc, struct tencache_cache **cp,

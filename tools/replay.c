@@ -96,6 +96,7 @@ struct result {
 	unsigned warmup;		/* warm-up steps run (more while plan_trying) */
 	uint64_t plan_trials;		/* the cache's timed picks of its plans */
 	uint64_t pinned_layouts;	/* plans whose pinned ranges were laid out */
+	uint64_t deferred_waits, deferred_host_waits;	/* the worker's, not the caller's */
 	uint64_t exec_plan_gpu;		/* the GPU bytes the cache's plan was made for */
 	uint64_t exec_plan_pinned;	/* the same for the pinned pool (NVMe tier) */
 	double exec_plan_hit;		/* that plan's hit rate */
@@ -1222,6 +1223,8 @@ static int run_policy(struct tencache *tc, const struct opts *o, const struct tc
 	r->plan_laid_out = s1.plan_laid_out;
 	r->plan_trials = s1.plan_trials;
 	r->pinned_layouts = s1.pinned_layouts;
+	r->deferred_waits = s1.deferred_waits - s0.deferred_waits;
+	r->deferred_host_waits = s1.deferred_host_waits - s0.deferred_host_waits;
 	r->warmup = warm;
 	r->gpu_peak = s1.gpu_bytes_peak;
 	r->exec_plan_gpu = s1.plan_gpu_bytes;
@@ -1486,6 +1489,9 @@ static cJSON *result_json(int argc, char **argv, const struct opts *o,
 			cJSON_AddNumberToObject(p, "planner_layouts", (double)r->planner_layouts);
 			cJSON_AddNumberToObject(p, "plan_trials", (double)r->plan_trials);
 			cJSON_AddNumberToObject(p, "pinned_layouts", (double)r->pinned_layouts);
+			cJSON_AddNumberToObject(p, "deferred_waits", (double)r->deferred_waits);
+			cJSON_AddNumberToObject(p, "deferred_host_waits",
+						(double)r->deferred_host_waits);
 			cJSON_AddNumberToObject(p, "warmup_steps", r->warmup);
 			cJSON_AddNumberToObject(p, "exec_plan_gpu_bytes", (double)r->exec_plan_gpu);
 			if (r->exec_plan_pinned)
@@ -1740,6 +1746,7 @@ int bench_replay(int argc, char **argv)
 			cp.flags |= TENCACHE_CACHE_NO_LAYOUT;
 		if (o.layout)
 			cp.flags |= TENCACHE_CACHE_LAYOUT;
+		cp.flags |= TENCACHE_CACHE_DETACH_FIFO;	/* the worker runs ops in trace order */
 		if (check_memory(&tr, &cp, host)) {
 			ret = 2;
 			goto out;

@@ -561,12 +561,37 @@ static int xev_dev_wait(struct tencache_cache *c, void *s, struct tc_xev *e)
 }
 
 /* Stream s waits for the latest instance of e. */
+/*
+ * Detached host ops run in whatever order their runner picks (overlap.py:
+ * the lowest layer first), so nothing a runner waits for may wait for a
+ * detached op that is not done: the runner could be the thread that is to
+ * run it. A host event whose latest instance may (an op's end, a staging job
+ * after one: det_dep) is waited for by the caller instead, as a stream
+ * wait on it would hold the stream's later copies behind the op. A runner
+ * that runs them in order (TENCACHE_CACHE_DETACH_FIFO) has run the earlier
+ * ops by then: nothing is waited for here.
+ */
+static int det_pending(struct tencache_cache *c, uint64_t token)
+{
+	int live = 0;
+
+	if (token <= c->det_base)
+		return 0;
+	pthread_mutex_lock(&c->dlock);
+	for (uint64_t k = 0; k < token - c->det_base && k < c->nr_det && !live; k++)
+		live = !__atomic_load_n(&c->det[k].done, __ATOMIC_ACQUIRE);
+	pthread_mutex_unlock(&c->dlock);
+	return live;
+}
+
 static int xev_stream_wait(struct tencache_cache *c, void *s, struct tc_xev *e)
 {
 	int ret = 0;
 
 	if (ev_is_dev(e))
 		return xev_dev_wait(c, s, e);
+	if (!(c->p.flags & TENCACHE_CACHE_DETACH_FIFO) && det_pending(c, e->det_dep))
+		tc_hev_wait(c->dev, &e->h, tc_hev_latest(c->dev, &e->h));
 	/* a batch goes out before a wait that may hold the stream; one for a
 	 * host event already signalled holds nothing (in host mode the
 	 * ends of the caller's ops: most waits of the copies there) */
@@ -648,10 +673,7 @@ struct tc_sjob {
 	 * worker runs, a later op of this step (queued behind this job)
 	 * could be the latest, and the worker would wait for it forever. */
 	uint32_t nr_hdeps;
-	struct tc_sdep {
-		struct tc_hev *h;
-		uint64_t inst;
-	} hdep[];
+	struct tc_sdep hdep[];
 };
 
 /*
@@ -692,6 +714,13 @@ static void *stage_main(struct tencache_cache *c, int w)
 		if (j->dev_ev) {
 			c->dev->ops->sync(c->dev, j->dev_ev);
 			c->dev->ops->event_destroy(c->dev, j->dev_ev);
+		}
+		if (w == TC_SJ_READ && c->read_lag_ns) {	/* test: a slow disk */
+			struct timespec ts = { c->read_lag_ns / 1000000000ULL,
+					       c->read_lag_ns % 1000000000ULL };
+
+			while (nanosleep(&ts, &ts))
+				;
 		}
 		if (w != TC_SJ_SETTLE) {
 			struct tencache_stage_cqe cqe;
@@ -753,6 +782,7 @@ static int stage_push(struct tencache_cache *c, struct tc_xev *e, int kind,
 		      uint32_t nr_deps)
 {
 	struct tc_sjob *j = calloc(1, sizeof(*j) + nr_deps * sizeof(j->hdep[0]));
+	uint64_t det_dep = 0;
 	int ret = 0;
 
 	if (!j)
@@ -763,9 +793,12 @@ static int stage_push(struct tencache_cache *c, struct tc_xev *e, int kind,
 		struct tc_xev *d = dep_ev(c, deps[k]);
 
 		if (!ev_is_dev(d)) {
-			if (!tc_hev_done(c->dev, &d->h))
+			if (!tc_hev_done(c->dev, &d->h)) {
 				j->hdep[j->nr_hdeps++] = (struct tc_sdep){ &d->h,
 					tc_hev_latest(c->dev, &d->h) };
+				if (d->det_dep > det_dep)
+					det_dep = d->det_dep;
+			}
 			continue;
 		}
 		/* a stream wait takes the event's current recording: the
@@ -786,6 +819,7 @@ static int stage_push(struct tencache_cache *c, struct tc_xev *e, int kind,
 		return ret;
 	}
 	j->inst = tc_hev_arm(c->dev, &e->h);
+	e->det_dep = det_dep;
 	pthread_mutex_lock(&c->slock);
 	if (c->stail[kind])
 		c->stail[kind]->next = j;
@@ -2008,7 +2042,8 @@ int tencache_cache_create(struct tencache *tc, struct tencache_cache **cp,
 			return -EINVAL;
 	if (p->__pad || (p->flags & ~(TENCACHE_CACHE_HOST_MODE | TENCACHE_CACHE_TIMELINE |
 				 TENCACHE_CACHE_ISSUER | TENCACHE_CACHE_NO_BATCH |
-				 TENCACHE_CACHE_NO_LAYOUT | TENCACHE_CACHE_LAYOUT)) ||
+				 TENCACHE_CACHE_NO_LAYOUT | TENCACHE_CACHE_LAYOUT |
+				 TENCACHE_CACHE_DETACH_FIFO)) ||
 	    ((p->flags & TENCACHE_CACHE_LAYOUT) && (p->flags & TENCACHE_CACHE_NO_LAYOUT)) ||
 	    p->policy > TENCACHE_POLICY_10CACHE || !p->gpu_budget ||
 	    (p->nvme_budget && !p->nvme_path) || (p->nvme_budget && !p->pinned_budget))
@@ -2114,7 +2149,7 @@ int tencache_step_begin(struct tencache_cache *c)
 		uint32_t n = 0;
 
 		while (n < c->nr_det && __atomic_load_n(&c->det[n].done, __ATOMIC_ACQUIRE))
-			n++;
+			free(c->det[n++].hw);
 		memmove(c->det, c->det + n, (c->nr_det - n) * sizeof(*c->det));
 		c->nr_det -= n;
 		c->det_base += n;
@@ -2242,6 +2277,29 @@ static int issue_at(struct tencache_cache *c, uint32_t i)
 	return ret ?: fret ?: c->cb_err;
 }
 
+/*
+ * The open host op's runner waits for e's latest instance (none if done): 0.
+ * 1: the caller waited for it here (det_pending).
+ */
+static int op_host_wait(struct tencache_cache *c, struct tc_xev *e)
+{
+	struct tc_hev *h = &e->h;
+	uint64_t inst = tc_hev_latest(c->dev, h);
+
+	if (tc_hev_reached(c->dev, h, inst))
+		return 0;
+	if (!(c->p.flags & TENCACHE_CACHE_DETACH_FIFO) && det_pending(c, e->det_dep)) {
+		tc_hev_wait(c->dev, h, inst);
+		return 1;
+	}
+	if (TC_GROW(c->op_hw, c->cap_op_hw, c->nr_op_hw, 16))
+		return -ENOMEM;
+	c->op_hw[c->nr_op_hw++] = (struct tc_sdep){ h, inst };
+	c->st.deferred_waits++;
+	c->st.deferred_host_waits++;
+	return 0;
+}
+
 static int acquire(struct tencache_cache *c, int id, unsigned flags, void *stream,
 		   void **ptr)
 {
@@ -2285,6 +2343,7 @@ static int acquire(struct tencache_cache *c, int id, unsigned flags, void *strea
 		c->op_host = !!(flags & TENCACHE_ACQ_HOST);
 		c->op_deferred = 0;
 		c->nr_op_ids = 0;
+		c->nr_op_hw = 0;
 	} else if (c->op_host != !!(flags & TENCACHE_ACQ_HOST)) {
 		return -EINVAL;	/* one op is all host or all GPU */
 	}
@@ -2356,6 +2415,11 @@ static int acquire(struct tencache_cache *c, int id, unsigned flags, void *strea
 					ret = xev_dev_wait(c, c->rstream, e);
 					deferred = 1;
 				}
+				ret = ret < 0 ? ret : 0;
+			} else if (flags & TENCACHE_ACQ_NOWAIT) {
+				/* an NVMe read, a PALLOC, a host op: the runner
+				 * waits for it too, on its worker's signal */
+				ret = op_host_wait(c, e);
 				ret = ret < 0 ? ret : 0;
 			} else if (flags & TENCACHE_ACQ_HOST)
 				ret = xev_sync(c, e);
@@ -2469,6 +2533,8 @@ static int op_close(struct tencache_cache *c, void *s, uint64_t compute_ns, int 
 				return ret;
 			tc_hev_wait(c->dev, &c->ready_h, inst);
 		}
+		for (uint32_t k = 0; k < c->nr_op_hw && !detach; k++)
+			tc_hev_wait(c->dev, c->op_hw[k].h, c->op_hw[k].inst);
 		if (compute_ns && c->host_mode) {
 			struct timespec ts = { compute_ns / 1000000000ULL,
 					       compute_ns % 1000000000ULL };
@@ -2480,10 +2546,12 @@ static int op_close(struct tencache_cache *c, void *s, uint64_t compute_ns, int 
 		}
 		for (uint32_t i = c->op_first_acc; i <= end; i++)
 			if (i < c->nacc_ev) {
-				if (detach)
+				if (detach) {
 					tc_hev_arm(c->dev, &c->accev[i].h);
-				else
+				} else {
+					c->accev[i].det_dep = 0;
 					xev_signal_now(c, &c->accev[i]);
+				}
 			}
 	} else {
 		ret = tc_exec_timeline_mark(c, s, TC_TL_COMPUTE, end, 0);
@@ -2582,6 +2650,7 @@ int tencache_release(struct tencache_cache *c, int id, void *stream, uint64_t co
 static int op_detach(struct tencache_cache *c, uint64_t *token)
 {
 	struct tc_detached *d;
+	struct tc_sdep *hw = NULL;
 	uint64_t ready = 0;
 	int ret;
 
@@ -2592,11 +2661,19 @@ static int op_detach(struct tencache_cache *c, uint64_t *token)
 	pthread_mutex_unlock(&c->dlock);
 	if (ret)
 		return ret;
+	if (c->nr_op_hw) {	/* its runner waits for these host events too */
+		hw = malloc(c->nr_op_hw * sizeof(*hw));
+		if (!hw)
+			return -ENOMEM;
+		memcpy(hw, c->op_hw, c->nr_op_hw * sizeof(*hw));
+	}
 	ret = op_close(c, NULL, 0, 1);
 	if (!ret && c->op_deferred)	/* its runner waits for this one */
 		ret = ready_signal(c, &ready);
-	if (ret)
+	if (ret) {
+		free(hw);
 		return ret;
+	}
 	c->op_open = 2;
 	pthread_mutex_lock(&c->dlock);
 	d = &c->det[c->nr_det++];
@@ -2605,6 +2682,8 @@ static int op_detach(struct tencache_cache *c, uint64_t *token)
 	d->done = 0;
 	d->in_tl = 0;
 	d->ready = ready;
+	d->hw = hw;
+	d->nr_hw = c->nr_op_hw;
 	d->t0 = d->t1 = d->t_run = tc_now_ns();
 	d->prof_end = UINT32_MAX;
 	/* profiling (not on demand after a plan stopped: skip_learn): its run
@@ -2629,6 +2708,8 @@ static int op_detach(struct tencache_cache *c, uint64_t *token)
 	for (uint32_t k = 0; k < c->nr_op_ids; k++)
 		c->t[c->op_ids[k]].det = c->det_base + c->nr_det;
 	*token = c->det_base + c->nr_det;
+	for (uint32_t i = c->op_first_acc; i < c->pos && i < c->nacc_ev; i++)
+		c->accev[i].det_dep = *token;	/* its end: det_pending */
 	return 0;
 }
 
@@ -2654,19 +2735,26 @@ static struct tc_detached *det_live_op(struct tencache_cache *c, uint64_t token)
 int tencache_op_wait(struct tencache_cache *c, uint64_t token)
 {
 	struct tc_detached *d;
+	struct tc_sdep *hw;
 	uint64_t ready;
+	uint32_t nr_hw;
 
 	if (!c)
 		return -EINVAL;
 	pthread_mutex_lock(&c->dlock);
 	d = det_live_op(c, token);
 	ready = d ? d->ready : 0;
+	hw = d ? d->hw : NULL;	/* freed only once the op is done */
+	nr_hw = d ? d->nr_hw : 0;
 	pthread_mutex_unlock(&c->dlock);
 	if (!d)
 		return -EINVAL;
-	if (!ready)
+	if (!ready && !nr_hw)
 		return 0;
-	tc_hev_wait(c->dev, &c->ready_h, ready);
+	if (ready)
+		tc_hev_wait(c->dev, &c->ready_h, ready);
+	for (uint32_t k = 0; k < nr_hw; k++)
+		tc_hev_wait(c->dev, hw[k].h, hw[k].inst);
 	pthread_mutex_lock(&c->dlock);	/* det may have moved meanwhile */
 	d = det_live_op(c, token);
 	if (d)
@@ -2816,6 +2904,14 @@ int tc_exec_test_lag(struct tencache_cache *c, uint64_t kernel_ns, uint64_t copy
 	c->lag_on = 1;
 	c->kernel_lag_ns = kernel_ns;
 	c->copy_lag_ns = copy_ns;
+	return 0;
+}
+
+int tc_exec_test_read_lag(struct tencache_cache *c, uint64_t ns)
+{
+	if (!c)
+		return -EINVAL;
+	c->read_lag_ns = ns;
 	return 0;
 }
 

@@ -32,6 +32,12 @@ struct tc_bev;
 
 enum { TC_TRIAL_NONE, TC_TRIAL_FIRST, TC_TRIAL_SECOND, TC_TRIAL_DONE };
 
+/* A host event's instance to wait for. */
+struct tc_sdep {
+	struct tc_hev *h;
+	uint64_t inst;
+};
+
 struct tc_xev {
 	void *dev;
 	void *alt;			/* the other half of a pair, or NULL */
@@ -44,6 +50,8 @@ struct tc_xev {
 	uint8_t cb;			/* its copy waits in a batch (tc_cbatch):
 					 * recorded when the batch goes out */
 	uint8_t gate;			/* its copy waits for a host op (tc_gated) */
+	uint64_t det_dep;		/* host event: the newest detached op its latest
+					 * instance may wait for (token; 0: none) */
 	void *wait_s[2];		/* streams that waited ... */
 	uint32_t wait_gen[2];		/* ... for these instances */
 };
@@ -291,6 +299,8 @@ struct tencache_cache {
 	uint32_t op_deferred;		/* the open op's waits on rstream */
 	uint32_t op_first_acc;
 	uint32_t *op_ids, nr_op_ids, cap_op_ids;	/* the open op's tensors */
+	struct tc_sdep *op_hw;		/* the open host op's host waits (NOWAIT) */
+	uint32_t nr_op_hw, cap_op_hw;
 
 	/*
 	 * Host ops detached by tencache_op_detach: their accesses' host events
@@ -306,6 +316,8 @@ struct tencache_cache {
 		int in_tl;		/* its span is on the timeline */
 		uint64_t t0, t1;	/* detached, done (timeline) */
 		uint64_t ready;		/* ready_h's instance, 0: none deferred */
+		struct tc_sdep *hw;	/* host events its runner waits for too */
+		uint32_t nr_hw;
 		uint64_t t_run;		/* its tensors in place (tencache_op_wait) */
 		uint32_t prof_end;	/* its end in profile prof_gen, or UINT32_MAX */
 		uint32_t prof_gen;
@@ -364,6 +376,7 @@ struct tencache_cache {
 	uint32_t test_taken;		/* tc_exec_test_taken: countdown */
 	uint32_t test_swap_full;	/* tc_exec_test_swap_full: countdown */
 	uint64_t kernel_lag_ns, copy_lag_ns;
+	uint64_t read_lag_ns;		/* tc_exec_test_read_lag */
 };
 
 /* cache.c */
@@ -404,6 +417,8 @@ void *tc_exec_settler(void *arg);
  * it (tencache_cache_sync, or the step's end).
  */
 int tc_exec_test_lag(struct tencache_cache *c, uint64_t kernel_ns, uint64_t copy_ns);
+/* Test hook: each NVMe read of a staging worker starts ns late. 0, -EINVAL. */
+int tc_exec_test_read_lag(struct tencache_cache *c, uint64_t ns);
 /*
  * Test hook: the laid-out plan and the executor's own are timed wherever
  * both exist (not only within the model's margin), and each one's timed

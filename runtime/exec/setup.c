@@ -1867,7 +1867,10 @@ void tencache_cache_destroy(struct tencache_cache *c)
 	free(c->pfreed.v);
 	free(c->sdeps);
 	free(c->op_ids);
+	for (uint32_t k = 0; k < c->nr_det; k++)
+		free(c->det[k].hw);
 	free(c->det);
+	free(c->op_hw);
 	free(c->det_ns);
 	free(c->t);
 	free(c);

@@ -213,7 +213,7 @@ static void bad_input(struct tencache *tc)
 	p.__reserved[3] = 0;
 	p.flags = 0x100;
 	T_EQ(tencache_cache_create(tc, &c, &p), -EINVAL);
-	p.flags = TENCACHE_CACHE_HOST_MODE | TENCACHE_CACHE_LAYOUT << 1;	/* the next bit */
+	p.flags = TENCACHE_CACHE_HOST_MODE | TENCACHE_CACHE_DETACH_FIFO << 1;	/* the next bit */
 	T_EQ(tencache_cache_create(tc, &c, &p), -EINVAL);
 	p.flags = TENCACHE_CACHE_HOST_MODE | TENCACHE_CACHE_LAYOUT | TENCACHE_CACHE_NO_LAYOUT;
 	T_EQ(tencache_cache_create(tc, &c, &p), -EINVAL);

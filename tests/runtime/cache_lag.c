@@ -21,7 +21,10 @@
  * With nowait, the op is acquired right after its layer's backward with
  * TENCACHE_ACQ_NOWAIT (its gradient's copy still behind the slow kernel):
  * the acquires must not wait (deferred_waits), and the worker's
- * tencache_op_wait must, or it reads a stale gradient or parameter. */
+ * tencache_op_wait must, or it reads a stale gradient or parameter. Also
+ * with slow NVMe reads (tc_exec_test_read_lag), the worker running the ops
+ * lowest layer first or in order (TENCACHE_CACHE_DETACH_FIFO): a wait given
+ * to the worker that waits for an op it has not run yet would hang. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -59,6 +62,8 @@ struct cfg {
 	int overlap;		/* detached optimizer ops on a worker thread */
 	int nvme;		/* the NVMe tier, below a pinned budget */
 	int nowait;		/* overlap's ops: TENCACHE_ACQ_NOWAIT at lag 0 */
+	uint64_t read_ns;	/* each NVMe read starts this late */
+	int fifo;		/* TENCACHE_CACHE_DETACH_FIFO: the worker runs ops in order */
 };
 
 /*
@@ -86,7 +91,7 @@ static struct job jobs[NP];
 static struct tencache_cache *wcache;
 static pthread_mutex_t jmu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t jcond = PTHREAD_COND_INITIALIZER;
-static int wstop, seq, carried, nowait;
+static int wstop, seq, carried, nowait, fifo;
 static uint64_t window, held_bytes;
 
 /*
@@ -155,7 +160,8 @@ static int host_op(struct tencache_cache *c, int step, int k)
 	return ret ?: tencache_release(c, g, NULL, 0);
 }
 
-/* The worker thread: runs the queued optimizer ops, lowest layer first. */
+/* The worker thread: runs the queued optimizer ops, lowest layer first
+ * (fifo: in the order they were detached, TENCACHE_CACHE_DETACH_FIFO). */
 static void *worker(void *arg)
 {
 	struct timespec ts = { 0, JOB_US * 1000 };
@@ -165,10 +171,10 @@ static void *worker(void *arg)
 		struct job *j = NULL;
 		int k;
 
-		for (k = 0; k < NP && !j; k++)
-			if (jobs[k].state == J_QUEUED)
+		for (k = 0; k < NP && (!j || fifo); k++)
+			if (jobs[k].state == J_QUEUED && (!j || jobs[k].seq < j->seq))
 				j = &jobs[k];
-		k--;
+		k = j ? (int)(j - jobs) : k;
 		if (!j) {
 			if (wstop)
 				break;
@@ -334,6 +340,7 @@ static int run(struct tencache *tc, const struct cfg *f, const char *dir)
 	p.gpu_budget = total / 2;	/* evictions on demand, drops planned */
 	window = 0;
 	nowait = f->nowait;
+	fifo = f->fifo;
 	if (f->nvme) {
 		/* staged through a pinned budget below the total */
 		snprintf(path, sizeof(path), "%s/tencache-lag-test.swap", dir);
@@ -350,6 +357,7 @@ static int run(struct tencache *tc, const struct cfg *f, const char *dir)
 					      i < 2 * NP ? TENCACHE_ROLE_ACTIVATION :
 					      TENCACHE_ROLE_GRAD), i);
 	T_EQ(tc_exec_test_lag(c, f->kernel_ns, f->copy_ns), 0);
+	T_EQ(tc_exec_test_read_lag(c, f->read_ns), 0);
 	for (int i = 0; i < NT && !ret; i++) {
 		void *h;
 
@@ -417,11 +425,11 @@ static int run(struct tencache *tc, const struct cfg *f, const char *dir)
 		T_CHECK(st.link_bytes[2] && st.link_bytes[3], "%s: nothing was staged (NVMe %llu/%llu B)",
 			f->name, (unsigned long long)st.link_bytes[2],
 			(unsigned long long)st.link_bytes[3]);
-	printf("%s: %s, %llu/%d steps planned, %llu reprofile(s), %d op(s) still running at backward's ends, %llu deferred wait(s), H2D %llu KiB, D2H %llu KiB, NVMe %llu/%llu KiB\n",
+	printf("%s: %s, %llu/%d steps planned, %llu reprofile(s), %d op(s) still running at backward's ends, %llu deferred wait(s) (%llu NVMe or pinned), H2D %llu KiB, D2H %llu KiB, NVMe %llu/%llu KiB\n",
 	       f->name, t_failures == fails ? "ok" : "FAILED",
 	       (unsigned long long)st.planned_steps, STEPS,
 	       (unsigned long long)st.reprofiles, carried,
-	       (unsigned long long)st.deferred_waits,
+	       (unsigned long long)st.deferred_waits, (unsigned long long)st.deferred_host_waits,
 	       (unsigned long long)(st.link_bytes[0] / KiB),
 	       (unsigned long long)(st.link_bytes[1] / KiB),
 	       (unsigned long long)(st.link_bytes[2] / KiB),
@@ -456,21 +464,24 @@ int main(void)
 	struct tencache_params tp = { .flags = TENCACHE_F_NO_CUDA, .log_level = TENCACHE_LOG_WARN,
 				      .pool_backend = TENCACHE_POOL_THP };
 	static const struct cfg cfgs[] = {
-		{ "slow kernels", 0, 1000000, 0, 0, 0, 0 },
-		{ "slow kernels, issuer", TENCACHE_CACHE_ISSUER, 1000000, 0, 0, 0, 0 },
-		{ "slow copies", 0, 0, 1000000, 0, 0, 0 },
-		{ "slow both, issuer", TENCACHE_CACHE_ISSUER, 500000, 500000, 0, 0, 0 },
-		{ "overlap, slow kernels", 0, 1000000, 0, 1, 0, 0 },
-		{ "overlap, slow kernels, issuer", TENCACHE_CACHE_ISSUER, 1000000, 0, 1, 0, 0 },
-		{ "overlap, slow copies", 0, 0, 1000000, 1, 0, 0 },
-		{ "overlap, slow copies, issuer", TENCACHE_CACHE_ISSUER, 0, 1000000, 1, 0, 0 },
-		{ "overlap, NVMe, slow kernels", 0, 1000000, 0, 1, 1, 0 },
-		{ "overlap, NVMe, slow copies, issuer", TENCACHE_CACHE_ISSUER, 0, 1000000, 1, 1, 0 },
-		{ "NVMe, slow both", 0, 500000, 500000, 0, 1, 0 },
-		{ "overlap, nowait, slow kernels", 0, 1000000, 0, 1, 0, 1 },
-		{ "overlap, nowait, slow kernels, issuer", TENCACHE_CACHE_ISSUER, 1000000, 0, 1, 0, 1 },
-		{ "overlap, nowait, slow copies, issuer", TENCACHE_CACHE_ISSUER, 0, 1000000, 1, 0, 1 },
-		{ "overlap, nowait, NVMe, slow kernels", 0, 1000000, 0, 1, 1, 1 },
+		{ "slow kernels", 0, 1000000, 0, 0, 0, 0, 0, 0 },
+		{ "slow kernels, issuer", TENCACHE_CACHE_ISSUER, 1000000, 0, 0, 0, 0, 0, 0 },
+		{ "slow copies", 0, 0, 1000000, 0, 0, 0, 0, 0 },
+		{ "slow both, issuer", TENCACHE_CACHE_ISSUER, 500000, 500000, 0, 0, 0, 0, 0 },
+		{ "overlap, slow kernels", 0, 1000000, 0, 1, 0, 0, 0, 0 },
+		{ "overlap, slow kernels, issuer", TENCACHE_CACHE_ISSUER, 1000000, 0, 1, 0, 0, 0, 0 },
+		{ "overlap, slow copies", 0, 0, 1000000, 1, 0, 0, 0, 0 },
+		{ "overlap, slow copies, issuer", TENCACHE_CACHE_ISSUER, 0, 1000000, 1, 0, 0, 0, 0 },
+		{ "overlap, NVMe, slow kernels", 0, 1000000, 0, 1, 1, 0, 0, 0 },
+		{ "overlap, NVMe, slow copies, issuer", TENCACHE_CACHE_ISSUER, 0, 1000000, 1, 1, 0, 0, 0 },
+		{ "NVMe, slow both", 0, 500000, 500000, 0, 1, 0, 0, 0 },
+		{ "overlap, nowait, slow kernels", 0, 1000000, 0, 1, 0, 1, 0, 0 },
+		{ "overlap, nowait, slow kernels, issuer", TENCACHE_CACHE_ISSUER, 1000000, 0, 1, 0, 1, 0, 0 },
+		{ "overlap, nowait, slow copies, issuer", TENCACHE_CACHE_ISSUER, 0, 1000000, 1, 0, 1, 0, 0 },
+		{ "overlap, nowait, NVMe, slow kernels", 0, 1000000, 0, 1, 1, 1, 0, 0 },
+		{ "overlap, nowait, NVMe, slow reads", 0, 0, 0, 1, 1, 1, 20000000, 0 },
+		{ "overlap, nowait, NVMe, slow reads, in order", TENCACHE_CACHE_DETACH_FIFO,
+		  0, 0, 1, 1, 1, 20000000, 1 },
 	};
 	const char *dir = getenv("TEST_DIR") ? getenv("TEST_DIR") : "/var/tmp";
 	struct tencache *tc;
