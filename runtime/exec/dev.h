@@ -28,6 +28,7 @@
 /* A host-domain event: rec counts records, done the completed ones. */
 struct tc_hev {
 	uint64_t rec, done;
+	uint64_t *word;		/* done, mirrored where a stream can wait on it (hev_map) */
 };
 
 struct tc_dev;
@@ -70,6 +71,14 @@ struct tc_dev_ops {
 	/* when s reaches this point, signal host event h's instance inst
 	 * (host mode queues it, CUDA a host function on s) */
 	int (*signal_host)(struct tc_dev *d, void *s, struct tc_hev *h, uint64_t inst);
+	/*
+	 * Optional: n words of host memory a stream can wait on (CUDA: mapped
+	 * pinned memory, cuStreamWaitValue64), zeroed; a host event given one
+	 * (tc_hev.word) is waited for by its stream_wait_host on the device,
+	 * not on the host. -ENOTSUP: none here.
+	 */
+	int (*hev_map)(struct tc_dev *d, uint32_t n, uint64_t **words);
+	void (*hev_unmap)(struct tc_dev *d, uint64_t *words);
 	/*
 	 * Optional: brackets a hot API call (acquire, release) on the calling
 	 * thread; the ops between need not check the thread's device context

@@ -68,6 +68,18 @@ static int c_event_create(struct tc_dev *d, int timing, void **e)
 	return ret;
 }
 
+/* set-up calls, not counted */
+static int c_hev_map(struct tc_dev *d, uint32_t n, uint64_t **words)
+{
+	return d->counted->hev_map ? d->counted->hev_map(d, n, words) : -ENOTSUP;
+}
+
+static void c_hev_unmap(struct tc_dev *d, uint64_t *words)
+{
+	if (d->counted->hev_unmap)
+		d->counted->hev_unmap(d, words);
+}
+
 static void c_event_destroy(struct tc_dev *d, void *e)
 {
 	COUNTED(d, TC_DC_EVENT, d->counted->event_destroy(d, e));
@@ -186,7 +198,9 @@ static void c_close(struct tc_dev *d)
 	.elapsed = c_elapsed,						\
 	.stream_sync = c_stream_sync,					\
 	.stream_wait_host = c_stream_wait_host,				\
-	.signal_host = c_signal_host
+	.signal_host = c_signal_host,					\
+	.hev_map = c_hev_map,						\
+	.hev_unmap = c_hev_unmap
 
 /* enter and leave are optional: absent where the wrapped ops lack them */
 static const struct tc_dev_ops count_ops = { COUNT_OPS, .enter = c_enter, .leave = c_leave };

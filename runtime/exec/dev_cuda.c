@@ -16,6 +16,9 @@ typedef void *CUcontext, *CUstream, *CUevent, *CUmodule, *CUfunction;
 typedef unsigned long long CUdeviceptr;
 
 #define CU_STREAM_NON_BLOCKING		0x1
+#define CU_STREAM_WAIT_VALUE_GEQ	0x0
+#define CU_MEMHOSTALLOC_PORTABLE	0x1
+#define CU_MEMHOSTALLOC_DEVICEMAP	0x2
 #define CU_EVENT_DISABLE_TIMING		0x2
 #define CUDA_ERROR_NOT_READY		600
 
@@ -85,6 +88,12 @@ struct cudev {
 	/* optional (CUDA 13 drivers); NULL: copy_batch loops over copies */
 	CUresult (*cuMemcpyBatchAsync)(CUdeviceptr *, CUdeviceptr *, size_t *, size_t,
 				       struct cu_memcpy_attrs *, size_t *, size_t, CUstream);
+	/* optional: streams wait for host events on the device (hev_map) */
+	CUresult (*cuMemHostAlloc)(void **, size_t, unsigned);
+	CUresult (*cuMemFreeHost)(void *);
+	CUresult (*cuMemHostGetDevicePointer)(CUdeviceptr *, void *, unsigned);
+	CUresult (*cuStreamWaitValue64)(CUstream, CUdeviceptr, uint64_t, unsigned);
+	int wait_value_off;	/* a wait failed once: the host waits from then on */
 };
 
 #define CU(d) ((struct cudev *)(d))
@@ -176,6 +185,12 @@ static int cuda_open(struct tencache *tc, uint64_t bytes, struct tc_dev **dp)
 		memcpy((char *)c + syms[i].off, &f, sizeof(f));
 	}
 	c->cuMemcpyBatchAsync = dlsym(c->lib, "cuMemcpyBatchAsync_v2");
+	c->cuMemHostAlloc = dlsym(c->lib, "cuMemHostAlloc");
+	c->cuMemFreeHost = dlsym(c->lib, "cuMemFreeHost");
+	c->cuMemHostGetDevicePointer = dlsym(c->lib, "cuMemHostGetDevicePointer_v2");
+	c->cuStreamWaitValue64 = dlsym(c->lib, "cuStreamWaitValue64_v2");
+	if (!c->cuStreamWaitValue64)
+		c->cuStreamWaitValue64 = dlsym(c->lib, "cuStreamWaitValue64");
 	if (c->cuInit(0) || c->cuDeviceGet(&c->dev, tc->p.gpu) ||
 	    c->cuDevicePrimaryCtxRetain(&c->ctx, c->dev))
 		goto close_lib;
@@ -406,12 +421,64 @@ static int cuda_stream_sync(struct tc_dev *d, void *s)
 	return r ? cu_fail(c, "cuStreamSynchronize", r) : 0;
 }
 
-/* A stream cannot wait for a host event: the host waits, then queues. */
+/*
+ * A host event with a mapped word (cuda_hev_map): the stream waits on the
+ * device until the word reaches target, and the caller goes on. Otherwise
+ * the host waits, then queues.
+ */
 static int cuda_stream_wait_host(struct tc_dev *d, void *s, struct tc_hev *h,
 				 uint64_t target)
 {
+	struct cudev *c = CU(d);
+	CUresult r;
+
+	if (h->word && !c->wait_value_off && !tc_hev_reached(d, h, target)) {
+		cu_ctx(c);
+		r = c->cuStreamWaitValue64(s, (CUdeviceptr)(uintptr_t)h->word, target,
+					   CU_STREAM_WAIT_VALUE_GEQ);
+		if (!r)
+			return 0;
+		c->wait_value_off = 1;
+		cu_fail(c, "cuStreamWaitValue64 (from now on the host waits for host events)", r);
+	}
 	tc_hev_wait(d, h, target);
 	return 0;
+}
+
+/* Mapped pinned words, at the same address on the device (UVA). */
+static int cuda_hev_map(struct tc_dev *d, uint32_t n, uint64_t **words)
+{
+	struct cudev *c = CU(d);
+	CUdeviceptr dp = 0;
+	void *p = NULL;
+	CUresult r;
+
+	if (!c->cuMemHostAlloc || !c->cuMemFreeHost || !c->cuMemHostGetDevicePointer ||
+	    !c->cuStreamWaitValue64 || c->wait_value_off || !n)
+		return -ENOTSUP;
+	cu_ctx(c);
+	r = c->cuMemHostAlloc(&p, (size_t)n * sizeof(uint64_t),
+			      CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
+	if (r)
+		return cu_fail(c, "cuMemHostAlloc", r);
+	r = c->cuMemHostGetDevicePointer(&dp, p, 0);
+	if (r || dp != (CUdeviceptr)(uintptr_t)p) {
+		c->cuMemFreeHost(p);
+		return -ENOTSUP;
+	}
+	memset(p, 0, (size_t)n * sizeof(uint64_t));
+	*words = p;
+	return 0;
+}
+
+static void cuda_hev_unmap(struct tc_dev *d, uint64_t *words)
+{
+	struct cudev *c = CU(d);
+
+	if (!words)
+		return;
+	cu_ctx(c);
+	c->cuMemFreeHost(words);
 }
 
 struct host_signal {
@@ -466,6 +533,8 @@ const struct tc_dev_ops tc_dev_cuda_ops = {
 	.stream_sync = cuda_stream_sync,
 	.stream_wait_host = cuda_stream_wait_host,
 	.signal_host = cuda_signal_host,
+	.hev_map = cuda_hev_map,
+	.hev_unmap = cuda_hev_unmap,
 	.enter = cuda_enter,
 	.leave = cuda_leave,
 };

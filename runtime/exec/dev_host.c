@@ -44,8 +44,11 @@ void tc_hev_signal(struct tc_dev *d, struct tc_hev *h, uint64_t inst)
 {
 	d = d->hdev;
 	pthread_mutex_lock(&d->hlock);
-	if (h->done < inst)
+	if (h->done < inst) {
 		h->done = inst;
+		if (h->word)	/* a stream may be polling it */
+			__atomic_store_n(h->word, inst, __ATOMIC_RELEASE);
+	}
 	pthread_cond_broadcast(&d->hcond);
 	pthread_mutex_unlock(&d->hlock);
 }

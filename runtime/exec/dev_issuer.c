@@ -679,6 +679,21 @@ static void iss_enter(struct tc_dev *d)
 		W(d)->bo->enter(W(d)->b);
 }
 
+static int iss_hev_map(struct tc_dev *d, uint32_t n, uint64_t **words)
+{
+	struct iss_dev *w = W(d);
+
+	return w->bo->hev_map ? w->bo->hev_map(w->b, n, words) : -ENOTSUP;
+}
+
+static void iss_hev_unmap(struct tc_dev *d, uint64_t *words)
+{
+	struct iss_dev *w = W(d);
+
+	if (w->bo->hev_unmap)
+		w->bo->hev_unmap(w->b, words);
+}
+
 static void iss_leave(struct tc_dev *d)
 {
 	if (W(d)->bo->leave)
@@ -702,6 +717,8 @@ static const struct tc_dev_ops tc_dev_issuer_ops = {
 	.stream_sync = iss_stream_sync,
 	.stream_wait_host = iss_stream_wait_host,
 	.signal_host = iss_signal_host,
+	.hev_map = iss_hev_map,
+	.hev_unmap = iss_hev_unmap,
 	.enter = iss_enter,
 	.leave = iss_leave,
 };

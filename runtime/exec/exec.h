@@ -275,6 +275,7 @@ struct tencache_cache {
 	uint32_t profiled;
 	struct tc_xev *opev, *accev;
 	uint32_t nacc_ev;
+	uint64_t *hev_words;		/* their host events' mapped words (dev hev_map) */
 
 	/* GPU ranges freed by DROP, pinned ones by PDROP */
 	struct tc_freed gfreed, pfreed;

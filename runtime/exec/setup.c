@@ -452,6 +452,9 @@ static void free_plan_events(struct tencache_cache *c)
 	free(c->accev);
 	c->opev = c->accev = NULL;
 	c->nacc_ev = 0;
+	if (c->hev_words)	/* no stream waits on them: the plan was left */
+		c->dev->ops->hev_unmap(c->dev, c->hev_words);
+	c->hev_words = NULL;
 }
 
 /*
@@ -1487,6 +1490,16 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 	c->nacc_ev = c->trace.nr_acc;
 	if (ret)
 		return ret;
+	/* host events a stream may wait for: on the device where it can */
+	if (c->dev->ops->hev_map &&
+	    !c->dev->ops->hev_map(c->dev, c->plan.nr_ops + c->nacc_ev, &c->hev_words)) {
+		for (uint32_t k = 0; k < c->plan.nr_ops; k++)
+			if (!c->opev[k].dev)
+				c->opev[k].h.word = &c->hev_words[k];
+		for (uint32_t i = 0; i < c->nacc_ev; i++)
+			if (!c->accev[i].dev)
+				c->accev[i].h.word = &c->hev_words[c->plan.nr_ops + i];
+	}
 	/*
 	 * A value's home is NVMe when the plan stages or drops its pinned copy:
 	 * placed there, or placed on the GPU for good (its pinned copy may
