@@ -534,8 +534,8 @@ static void plan_cfg(const struct tencache_cache_params *cp, const double *bw,
 		     struct tc_plan_cfg *cfg)
 {
 	tc_plan_cfg_default(cfg);
-	if (overlap)
-		cfg->flags |= TC_PLAN_HOST_ASYNC;
+	if (overlap)	/* the worker runs them in order (TENCACHE_CACHE_DETACH_FIFO) */
+		cfg->flags |= TC_PLAN_HOST_ASYNC | TC_PLAN_HOST_FIFO;
 	cfg->gpu_bytes = cp->gpu_budget;
 	/* without NVMe every tensor has a pinned home: no pinned limit */
 	cfg->pinned_bytes = cp->nvme_budget ? cp->pinned_budget : UINT64_MAX;

@@ -1170,6 +1170,8 @@ static void learn_detached(struct tencache_cache *c, struct tc_plan_cfg *cfg)
 		tc_info(c->tc, "cache: %u host ops ran detached in the profiled step (%u timed, %u still running: from the others' time per byte); planning them beside the GPU",
 			nk + ng, nk, ng);
 	cfg->flags |= TC_PLAN_HOST_ASYNC;
+	if (c->p.flags & TENCACHE_CACHE_DETACH_FIFO)
+		cfg->flags |= TC_PLAN_HOST_FIFO;
 }
 
 /*

@@ -2126,8 +2126,8 @@ static const uint8_t op_link[TC_OP_NR] = {
 static int cfg_check(const struct tc_plan_cfg *cfg)
 {
 	if (!cfg || (unsigned)cfg->policy >= TC_POLICY_NR || !cfg->gpu_bytes ||
-	    (cfg->flags & ~(TC_PLAN_ACYCLIC | TC_PLAN_HOST_ASYNC | TC_PLAN_PURE_MIN |
-			    TC_PLAN_LAYOUT)))
+	    (cfg->flags & ~(TC_PLAN_ACYCLIC | TC_PLAN_HOST_ASYNC | TC_PLAN_HOST_FIFO |
+			    TC_PLAN_PURE_MIN | TC_PLAN_LAYOUT)))
 		return -EINVAL;
 	/* the layout is ours' MIN's, over the whole budget */
 	if ((cfg->flags & TC_PLAN_LAYOUT) &&

@@ -140,6 +140,9 @@ enum tc_link { TC_LINK_H2D, TC_LINK_D2H, TC_LINK_NVME_RD, TC_LINK_NVME_WR, TC_LI
 #define TC_PLAN_ACYCLIC	0x1u	/* one-shot trace from an empty GPU (tests) */
 #define TC_PLAN_HOST_ASYNC 0x2u	/* host ops run detached, one at a time on a
 				 * thread of their own beside the GPU */
+#define TC_PLAN_HOST_FIFO 0x10u	/* ... run in the order they were detached:
+				 * the executor's caller never waits for
+				 * their inputs (TENCACHE_CACHE_DETACH_FIFO) */
 #define TC_PLAN_PURE_MIN 0x4u	/* ours evicts by next use alone, small tensors
 				 * too (Belady's rule as published) */
 /* Ours plans the GPU arena's layout too: every residency gets an offset in

@@ -7,13 +7,14 @@
  * placed later runs at what is left of the other direction's rate (NVMe
  * reads and writes the same, with cfg->nvme_duplex_bw). The
  * host is modelled one op ahead of the GPU: ops issued at access i start
- * no earlier than the compute of the op before i, and it blocks where an
- * op needs pinned space that is not yet free. With TC_PLAN_HOST_ASYNC
- * host ops run on a lane of their own, one at a time, from when the host
- * reaches them and their copies are done; the GPU goes on, but the host
- * blocks where it acquires a tensor a host op still holds (as the
- * executor's caller settles a detached op). It models time; it moves no
- * data. */
+ * no earlier than the compute of the op before i; an op that needs pinned
+ * space not yet free waits for it, the host does not. With
+ * TC_PLAN_HOST_ASYNC host ops run on a lane of their own, one at a time,
+ * from when the host reaches them and their copies are done; the GPU goes
+ * on, but the host blocks where it acquires a tensor a host op still holds
+ * (as the executor's caller settles a detached op), and, unless they run in
+ * order (TC_PLAN_HOST_FIFO), at a host op's copies and at pinned space. It
+ * models time; it moves no data. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -287,6 +288,7 @@ int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 	uint32_t n, opstart = 0;
 	uint64_t wait_max = 0, opready = 0, issue = 0, host_free = 0, blocked = 0;
 	bool async = cfg && (cfg->flags & TC_PLAN_HOST_ASYNC);
+	bool fifo = async && (cfg->flags & TC_PLAN_HOST_FIFO);
 	double f[TC_LINK_NR] = { 1, 1, 1, 1 };
 	int ret = 0;
 
@@ -363,14 +365,16 @@ int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 					}
 				}
 				else if (op->kind == TC_OP_STAGE_IN || op->kind == TC_OP_PALLOC) {
-					/* the executor's caller takes the pinned space
-					 * as it issues the op, waiting there for frees
-					 * (cache.c palloc, palloc_at): the host blocks,
-					 * not only the copy */
+					/* the space is free at the op's issue (PDROP
+					 * frees at issue) and the op waits for its
+					 * last users; with detached host ops run out
+					 * of order the caller waits for those that may
+					 * wait for one (cache.c det_pending), taken
+					 * here as every one */
 					uint64_t h = issue > blocked ? issue : blocked;
 
 					ret = tier_alloc(&pin, h, b, &at);
-					if (at > h)
+					if (at > h && async && !fifo)
 						blocked = at;
 					if (at > ready)
 						ready = at;
@@ -423,8 +427,10 @@ int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 			if ((a->flags & TC_ACC_END) && async && (a->flags & TC_ACC_HOST)) {
 				uint64_t st = opready > issue ? opready : issue;
 
-				/* the caller's acquires waited for the op's copies */
-				if (opready > blocked)
+				/* the caller's acquires waited for the op's
+				 * copies (TENCACHE_ACQ_NOWAIT gives them to the
+				 * op's runner: with the ops run in order, all) */
+				if (opready > blocked && !fifo)
 					blocked = opready;
 				if (host_free > st)
 					st = host_free;
