@@ -819,7 +819,10 @@ static int stage_push(struct tencache_cache *c, struct tc_xev *e, int kind,
 		return ret;
 	}
 	j->inst = tc_hev_arm(c->dev, &e->h);
-	e->det_dep = det_dep;
+	/* a job runs after the jobs queued before it: it waits for what they wait for */
+	if (c->sq_det_dep[kind] > det_dep)
+		det_dep = c->sq_det_dep[kind];
+	e->det_dep = c->sq_det_dep[kind] = det_dep;
 	pthread_mutex_lock(&c->slock);
 	if (c->stail[kind])
 		c->stail[kind]->next = j;
