@@ -10,10 +10,11 @@
  * Planned mode: at acquire i the ops of access i are issued. Copies go on
  * the H2D / D2H streams after waiting for their dependencies; NVMe staging
  * runs on worker threads; frees (DROP/PDROP) are made at once, and what
- * takes the space next waits for its last users. An acquire makes the caller's stream wait for the
- * copies that made the value valid (the plan's wait lists). An access that
- * does not match the learnt order ends planned mode for the step: the cache
- * quiesces, counts a re-profile, and the next steps are profiled again. A
+ * takes the space next waits for its last users. An acquire makes the
+ * caller's stream wait for the copies that made the value valid (the
+ * plan's wait lists). An access that does not match the learnt order ends
+ * planned mode for the step: the cache quiesces, counts a re-profile, and
+ * the next steps are profiled again. A
  * plan that meets a fragmented arena also ends for the step, and the next
  * step plans again with more room (a re-plan: the order is still known).
  */
