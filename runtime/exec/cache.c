@@ -2282,8 +2282,8 @@ static int issue_at(struct tencache_cache *c, uint32_t i)
 }
 
 /*
- * The open host op's runner waits for e's latest instance (none if done): 0.
- * 1: the caller waited for it here (det_pending).
+ * The open host op's runner waits for e's latest instance (none if done),
+ * or the caller here where that may wait for a detached op (det_pending).
  */
 static int op_host_wait(struct tencache_cache *c, struct tc_xev *e)
 {
@@ -2294,7 +2294,7 @@ static int op_host_wait(struct tencache_cache *c, struct tc_xev *e)
 		return 0;
 	if (!(c->p.flags & TENCACHE_CACHE_DETACH_FIFO) && det_pending(c, e->det_dep)) {
 		tc_hev_wait(c->dev, h, inst);
-		return 1;
+		return 0;
 	}
 	if (TC_GROW(c->op_hw, c->cap_op_hw, c->nr_op_hw, 16))
 		return -ENOMEM;
@@ -2424,7 +2424,6 @@ static int acquire(struct tencache_cache *c, int id, unsigned flags, void *strea
 				/* an NVMe read, a PALLOC, a host op: the runner
 				 * waits for it too, on its worker's signal */
 				ret = op_host_wait(c, e);
-				ret = ret < 0 ? ret : 0;
 			} else if (flags & TENCACHE_ACQ_HOST)
 				ret = xev_sync(c, e);
 			else

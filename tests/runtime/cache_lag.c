@@ -445,6 +445,7 @@ static void bad_input(struct tencache *tc)
 	void *h;
 
 	T_EQ(tc_exec_test_lag(NULL, 0, 0), -EINVAL);
+	T_EQ(tc_exec_test_read_lag(NULL, 0), -EINVAL);
 	T_EQ(tencache_cache_create(tc, &c, &p), 0);
 	T_EQ(tc_exec_test_lag(c, 0, 0), -EINVAL);		/* not host mode */
 	tencache_cache_destroy(c);
