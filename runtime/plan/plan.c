@@ -13,6 +13,9 @@
  * policy gets the same, correct event graph.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -2137,7 +2140,7 @@ static int cfg_check(const struct tc_plan_cfg *cfg)
 		if (!(cfg->bw[l] > 0) && (cfg->nvme_bytes || l < TC_LINK_NVME_RD))
 			return -EINVAL;
 	if (!(cfg->duplex_bw >= 0) || !(cfg->nvme_duplex_bw >= 0) ||
-	    cfg->pinned_horizon > (int32_t)TC_PLAN_HORIZON_DIV)
+	    cfg->pinned_horizon > (int32_t)TC_PLAN_HORIZON_DIV || cfg->threads > TC_PLAN_THREADS_MAX)
 		return -EINVAL;
 	return 0;
 }
@@ -2331,49 +2334,102 @@ fail:
 	return ret;
 }
 
-/* Builds ours at given reserves and simulates it; keeps it in *best when
- * its step is shorter (ties keep the earlier, smaller reserve). */
-static int try_reserve(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
-		       uint64_t r, uint64_t pr, bool cold, uint32_t h, struct tc_plan *best,
-		       uint64_t *best_ns)
+/* One candidate of the search: ours at given reserves, built and simulated. */
+struct cand {
+	uint64_t r, pr;
+	bool cold;
+	uint32_t h;
+	struct tc_plan pl;
+	int ret;
+};
+
+struct cand_batch {
+	const struct tc_trace *tr;
+	const struct tc_plan_cfg *cfg;
+	struct cand *c;
+	uint32_t n;
+	atomic_uint next;
+};
+
+static void cand_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg, struct cand *c)
 {
 	struct tc_sim_result sr;
-	struct tc_plan cur;
-	int ret;
 
-	ret = plan_build(tr, cfg, r, pr, cold, h, &cur);
-	if (ret)
-		return ret;
-	ret = tc_sim_run(tr, cfg, &cur, 3, &sr);
-	if (ret) {
-		tc_plan_free(&cur);
-		return ret;
-	}
-	cur.st.sim_step_ns = sr.step_ns;
-	if (sr.step_ns < *best_ns) {
-		tc_plan_free(best);
-		*best = cur;
-		*best_ns = sr.step_ns;
-	} else {
-		tc_plan_free(&cur);
-	}
-	return 0;
+	c->ret = plan_build(tr, cfg, c->r, c->pr, c->cold, c->h, &c->pl);
+	if (c->ret)
+		return;
+	c->ret = tc_sim_run(tr, cfg, &c->pl, 3, &sr);
+	if (c->ret)
+		tc_plan_free(&c->pl);
+	else
+		c->pl.st.sim_step_ns = sr.step_ns;
 }
 
-/* Ours with automatic tuning: pure MIN first, then a few GPU reserves in
- * steps of the largest op, with plain and cold-first victim choice, then
- * (with NVMe) a few pinned reserves, then pinned victim horizons of 2/32
- * to 12/32 of a step (the step in the model swings by tens of percent
- * from one to the next); the plan with the shortest simulated step wins.
- * A coordinate search: at most 25 builds. */
+static void *cand_main(void *arg)
+{
+	struct cand_batch *b = arg;
+
+	for (uint32_t i; (i = atomic_fetch_add(&b->next, 1)) < b->n;)
+		cand_run(b->tr, b->cfg, &b->c[i]);
+	return NULL;
+}
+
+static uint32_t plan_threads(const struct tc_plan_cfg *cfg)
+{
+	cpu_set_t set;
+	int n = 1;
+
+	if (cfg->threads)
+		return cfg->threads;
+	if (!sched_getaffinity(0, sizeof(set), &set))
+		n = CPU_COUNT(&set);
+	return n < 1 ? 1 : n > TC_PLAN_THREADS_MAX ? TC_PLAN_THREADS_MAX : (uint32_t)n;
+}
+
+/*
+ * Builds and simulates the candidates c[0..n) on up to cfg's threads (the
+ * caller is one of them; a thread that cannot start leaves its share to
+ * the others), then takes them in order as one after the other would: a
+ * plan replaces *best when its step is shorter (ties keep the earlier).
+ * Returns c[0]'s error; the others' plans are only skipped.
+ */
+static int try_batch(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
+		     struct cand *c, uint32_t n, struct tc_plan *best, uint64_t *best_ns)
+{
+	struct cand_batch b = { .tr = tr, .cfg = cfg, .c = c, .n = n };
+	pthread_t tid[TC_PLAN_THREADS_MAX];
+	uint32_t want = plan_threads(cfg), nt = 0;
+
+	atomic_init(&b.next, 0);
+	for (; nt + 1 < want && nt + 1 < n && nt < TC_PLAN_THREADS_MAX; nt++)
+		if (pthread_create(&tid[nt], NULL, cand_main, &b))
+			break;
+	cand_main(&b);
+	for (uint32_t i = 0; i < nt; i++)
+		pthread_join(tid[i], NULL);
+	for (uint32_t i = 0; i < n; i++) {
+		if (c[i].ret)
+			continue;
+		if (c[i].pl.st.sim_step_ns < *best_ns) {
+			tc_plan_free(best);
+			*best = c[i].pl;
+			*best_ns = c[i].pl.st.sim_step_ns;
+		} else {
+			tc_plan_free(&c[i].pl);
+		}
+	}
+	return c[0].ret;
+}
+
 int tc_plan_build(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 		  struct tc_plan *pl)
 {
 	static const unsigned gq[] = { 2, 4, 8, 16 }, pq[] = { 1, 2, 4, 8 };
 	struct tc_plan best = { 0 };
+	struct cand c[12];	/* the largest stage: 11 horizons */
 	uint64_t maxop, best_ns = UINT64_MAX, r, pr;
 	bool auto_r, auto_pr, auto_h, ours_nvme;
-	uint32_t h;
+	uint32_t h, n = 0;
 	int ret;
 
 	if (!pl)
@@ -2398,28 +2454,34 @@ int tc_plan_build(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 	ret = tc_trace_validate(tr);
 	if (ret)
 		return ret;
-	ret = try_reserve(tr, cfg, r, pr, false, h, &best, &best_ns);
-	if (ret)
-		return ret;
+	/* each stage's candidates at once; the next stage starts from its best */
+	c[n++] = (struct cand){ .r = r, .pr = pr, .h = h };
 	maxop = tc_trace_max_op_bytes(tr);
 	for (int cold = 0; auto_r && cold < 2; cold++) {
 		if (cold)
-			try_reserve(tr, cfg, 0, pr, true, h, &best, &best_ns);
+			c[n++] = (struct cand){ .pr = pr, .cold = true, .h = h };
 		for (size_t i = 0; i < sizeof(gq) / sizeof(gq[0]); i++) {
-			uint64_t c = maxop * gq[i] / 4;
+			uint64_t rc = maxop * gq[i] / 4;
 
-			if (cfg->gpu_bytes < maxop + c)
+			if (cfg->gpu_bytes < maxop + rc)
 				break;
-			try_reserve(tr, cfg, c, pr, cold, h, &best, &best_ns);
+			c[n++] = (struct cand){ .r = rc, .pr = pr, .cold = cold, .h = h };
 		}
 	}
+	ret = try_batch(tr, cfg, c, n, &best, &best_ns);
+	if (ret)
+		return ret;
 	r = best.st.reserve_bytes;
+	n = 0;
 	for (size_t i = 0; auto_pr && i < sizeof(pq) / sizeof(pq[0]); i++)
-		try_reserve(tr, cfg, r, cfg->pinned_bytes * pq[i] / 32, best.st.cold_first, h,
-			    &best, &best_ns);
+		c[n++] = (struct cand){ .r = r, .pr = cfg->pinned_bytes * pq[i] / 32,
+					.cold = best.st.cold_first, .h = h };
+	try_batch(tr, cfg, c, n, &best, &best_ns);
 	pr = best.st.pinned_reserve_bytes;
+	n = 0;
 	for (uint32_t k = 2; auto_h && k <= TC_PLAN_HORIZON_DIV * 3 / 8; k++)
-		try_reserve(tr, cfg, r, pr, best.st.cold_first, k, &best, &best_ns);
+		c[n++] = (struct cand){ .r = r, .pr = pr, .cold = best.st.cold_first, .h = k };
+	try_batch(tr, cfg, c, n, &best, &best_ns);
 	*pl = best;
 	return 0;
 }

@@ -183,7 +183,13 @@ struct tc_plan_cfg {
 	 * NULL: gpu_bytes throughout. The executor lowers it where the plan's
 	 * GPU allocations would not lay out in the arena. */
 	const uint64_t *gpu_cap;
+	/* threads that build and simulate the search's candidate plans at
+	 * once (tc_plan_build); the plan is the same for any count. 0: the
+	 * CPUs this thread may run on, at most TC_PLAN_THREADS_MAX */
+	uint32_t threads;
 };
+
+#define TC_PLAN_THREADS_MAX 16
 
 /* Schedule operations, issued by the executor when it reaches access pos. */
 enum tc_op_kind {
