@@ -1049,35 +1049,73 @@ static int plan_local(struct tencache_cache *c, struct tc_plan_cfg *cfg, uint64_
 /*
  * Ours laid out by the planner (TC_PLAN_LAYOUT): every GPU residency at an
  * offset of its own in the whole budget, so nothing is kept back for
- * fragmentation. 1: built and checked into *lp; 0: none (no window for
- * some op, or it failed its check: logged); -ENOMEM.
+ * fragmentation. It runs on a thread of its own beside the executor's own
+ * plans (laid_start, laid_join), so it touches nothing of c's but reads.
  */
-static int plan_laid_out(struct tencache_cache *c, const struct tc_plan_cfg *cfg,
-			 struct tc_plan *lp)
+struct laid_job {
+	struct tencache_cache *c;
+	struct tc_plan_cfg cfg;
+	struct tc_plan lp;
+	pthread_t thread;
+	bool started, joined, rejected;
+	int ret;	/* 1: built and checked into lp; 0: none (logged) */
+};
+
+static void *plan_laid_out(void *arg)
 {
-	struct tc_plan_cfg lc = *cfg;
+	struct laid_job *j = arg;
+	struct tencache_cache *c = j->c;
 	char err[256];
 	int ret;
 
-	lc.policy = TC_POLICY_OURS;	/* cfg may be the ZeRO-like fallback's */
-	lc.gpu_bytes = c->p.gpu_budget;
-	lc.gpu_cap = NULL;
-	lc.flags |= TC_PLAN_LAYOUT;
-	ret = tc_plan_build(&c->trace, &lc, lp);
+	j->cfg.policy = TC_POLICY_OURS;	/* cfg may be the ZeRO-like fallback's */
+	j->cfg.gpu_bytes = c->p.gpu_budget;
+	j->cfg.gpu_cap = NULL;
+	j->cfg.flags |= TC_PLAN_LAYOUT;
+	ret = tc_plan_build(&c->trace, &j->cfg, &j->lp);
 	if (ret) {
 		tc_info(c->tc, "cache: no plan laid out by the planner: %s", ret == -ENOSPC ?
 			"an op found no window, or the pinned or NVMe budget is short" : strerror(-ret));
-		return ret == -ENOMEM ? ret : 0;
+		return NULL;
 	}
-	ret = tc_plan_check(&c->trace, &lc, lp, err, sizeof(err));
+	ret = tc_plan_check(&c->trace, &j->cfg, &j->lp, err, sizeof(err));
 	if (ret) {
-		tc_plan_free(lp);
+		tc_plan_free(&j->lp);
 		tc_err(c->tc, "cache: the laid-out plan failed its check (%s); not using it: please report this with the trace (tencache_cache_params.table_path)",
 		       err);
-		c->st.plan_rejects++;
-		return ret == -ENOMEM ? ret : 0;
+		j->rejected = ret != -ENOMEM;
+		return NULL;
 	}
-	return 1;
+	j->ret = 1;
+	return NULL;
+}
+
+/* Starts the laid-out plan for cfg (inline where no thread starts). */
+static void laid_start(struct laid_job *j, struct tencache_cache *c,
+		       const struct tc_plan_cfg *cfg)
+{
+	memset(j, 0, sizeof(*j));
+	j->c = c;
+	j->cfg = *cfg;
+	j->started = true;
+	if (pthread_create(&j->thread, NULL, plan_laid_out, j)) {
+		plan_laid_out(j);
+		j->joined = true;
+	}
+}
+
+/* Its result, once it ended: 1, or 0 (also where none was started). */
+static int laid_join(struct laid_job *j)
+{
+	if (!j->started)
+		return 0;
+	if (!j->joined) {
+		pthread_join(j->thread, NULL);
+		j->joined = true;
+		if (j->rejected)
+			j->c->st.plan_rejects++;
+	}
+	return j->ret;
 }
 
 /* The timing model of c's plan at the offsets its static layout gave it
@@ -1324,7 +1362,8 @@ static int slot_for_good(struct tencache_cache *c, uint32_t id)
 int tc_exec_enter_plan(struct tencache_cache *c)
 {
 	struct tc_plan_cfg cfg;
-	struct tc_plan lp;
+	struct laid_job lj = { 0 };
+	struct tc_plan *lp = &lj.lp;
 	uint64_t sum = 0, t0 = tc_now_ns(), gpu_bytes0, plan_bytes;
 	char b1[32], b2[32];
 	int ret = 0, laid = 0;
@@ -1357,9 +1396,7 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 	c->laid_out = 0;
 	if (c->p.policy == TENCACHE_POLICY_OURS && !(c->p.flags & TENCACHE_CACHE_NO_LAYOUT) &&
 	    !c->layout_failed) {
-		laid = plan_laid_out(c, &cfg, &lp);
-		if (laid < 0)
-			return laid;
+		laid_start(&lj, c, &cfg);
 	}
 	/* plan for less than the budget when its allocations would fragment */
 	for (int tries = 0;; tries++) {
@@ -1367,7 +1404,7 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 		struct place_fail pf;
 		int fits = plan_fit(c, &cfg, &pf);
 
-		if (fits == -EBADMSG && !laid) {	/* a planner bug: on demand is slow but correct */
+		if (fits == -EBADMSG && !(laid = laid_join(&lj))) {	/* a planner bug: on demand is slow but correct */
 			c->no_plan = 1;
 			return 0;
 		}
@@ -1391,6 +1428,7 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 			 */
 			if (cfg.policy == TC_POLICY_OURS) {
 				tc_fmt_bytes(b1, sizeof(b1), c->p.gpu_budget);
+				laid = laid_join(&lj);
 				if (!laid)	/* else the laid-out plan runs */
 					tc_warn(c->tc, "cache: no layout of the planned GPU allocations fits the GPU budget (%s); using the ZeRO-like streaming plan instead (a larger gpu_budget may let ours plan)",
 						b1);
@@ -1410,19 +1448,20 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 	    (cfg.policy == TC_POLICY_OURS || cfg.policy == TC_POLICY_LRU)) {
 		ret = plan_local(c, &cfg, gpu_bytes0, tc_now_ns() - t0, &plan_bytes);
 		if (ret < 0) {
-			if (laid)
-				tc_plan_free(&lp);
+			if (laid_join(&lj))
+				tc_plan_free(lp);
 			return ret;
 		}
 		ret = 0;
 	}
+	laid = laid_join(&lj);
 	/*
 	 * The laid-out plan runs unless the other is ours and the timing
 	 * model finds it faster, or the two ran and were timed (trial_pick).
 	 * TENCACHE_CACHE_LAYOUT: it runs anyway.
 	 */
 	if (laid) {
-		uint64_t lay_ns = lp.st.sim_step_ns, own_ns = ret ? 0 : own_sim_ns(c, &cfg);
+		uint64_t lay_ns = lp->st.sim_step_ns, own_ns = ret ? 0 : own_sim_ns(c, &cfg);
 		int both = !ret && cfg.policy == TC_POLICY_OURS && own_ns &&
 			   !(c->p.flags & TENCACHE_CACHE_LAYOUT);
 		int use = !both || lay_ns <= own_ns;
@@ -1431,13 +1470,13 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 			use = trial_pick(c, use, lay_ns, own_ns);
 		if (use) {
 			tc_info(c->tc, "cache: laid out by the planner: %u GPU hits, %.2f%% of the bytes read, model %.1f ms/step (planned for %.1f%% of the budget: %u, %.2f%%, %.1f ms)",
-				lp.st.hits, 100.0 * lp.st.hit_bytes / (lp.st.read_bytes ? lp.st.read_bytes : 1),
+				lp->st.hits, 100.0 * lp->st.hit_bytes / (lp->st.read_bytes ? lp->st.read_bytes : 1),
 				lay_ns / 1e6, ret ? 0.0 : 100.0 * plan_bytes / c->p.gpu_budget,
 				ret ? 0 : c->plan.st.hits,
 				ret ? 0.0 : 100.0 * c->plan.st.hit_bytes /
 					    (c->plan.st.read_bytes ? c->plan.st.read_bytes : 1),
 				own_ns / 1e6);
-			take_laid_out(c, &lp);
+			take_laid_out(c, lp);
 			ret = 0;
 			cfg.policy = TC_POLICY_OURS;
 			cfg.gpu_bytes = plan_bytes = c->p.gpu_budget;
@@ -1446,7 +1485,7 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 				c->trial == TC_TRIAL_NONE ? "the timing model finds it slower" :
 				c->trial == TC_TRIAL_DONE ? "timed slower" : "timing the executor's own plan",
 				lay_ns / 1e6, own_ns / 1e6);
-			tc_plan_free(&lp);
+			tc_plan_free(lp);
 		}
 	}
 	if (ret == -EBADMSG) {	/* a planner bug: on demand is slow but correct */
