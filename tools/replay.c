@@ -73,6 +73,8 @@ struct opts {
 	bool no_layout;			/* --no-layout: TENCACHE_CACHE_NO_LAYOUT */
 	bool layout;			/* --layout: TENCACHE_CACHE_LAYOUT */
 	bool have_overlap_layers;
+	uint32_t plan_threads;		/* --plan-threads (0: the planner's default) */
+	bool plan_bench;		/* --plan-bench: ours' plan also on one thread */
 	bool no_defer;			/* --no-defer: host acquires wait (the caller) */
 	double bw[TC_LINK_NR];	/* B/s */
 	double nvme_duplex;	/* --bw's fifth figure, B/s (0: none) */
@@ -106,6 +108,8 @@ struct result {
 	double decision_ns;		/* per acquire/release decision */
 	/* the planner's view */
 	int plan_err;
+	uint64_t plan_ns;		/* the planner's wall time (plan and model) */
+	uint64_t plan1_ns;		/* the same on one thread (--plan-bench) */
 	double plan_hit;		/* planned GPU hit rate */
 	struct tc_sim_result sim;
 	uint64_t bound_ns;
@@ -166,6 +170,10 @@ static int usage(void)
 "  --model-only        only the planner and its timing model (tc_sim_run) per\n"
 "                      policy, with --bw or the H200 figures: no cache, no\n"
 "                      memory needed (what a budget would give, before a run)\n"
+"  --plan-threads N    threads the timing model's planner searches on (default 0:\n"
+"                      the CPUs it may run on, at most 16; the plan is the same)\n"
+"  --plan-bench        also plan ours on one thread and print both times and\n"
+"                      their ratio (the planner's search against its baseline)\n"
 "  --policies LIST     comma list of ours,lru,zero,10cache (default: all)\n"
 "  --table PATH        keep the learnt table there (the cache's table_path)\n"
 "run:\n"
@@ -317,6 +325,7 @@ enum {
 	O_GPU_ADAM, O_GPU_BUDGET, O_PINNED_BUDGET, O_NVME_BUDGET, O_NVME, O_BW, O_HOST,
 	O_POLICIES, O_TABLE, O_STEPS, O_WARMUP, O_PROFILE, O_TIMELINE, O_TIMELINE_ALL, O_PLOT, O_TIME_LIMIT,
 	O_OVERLAP, O_OVERLAP_LAYERS, O_NO_DEFER, O_MODEL_ONLY, O_VERBOSE, O_NO_LAYOUT, O_LAYOUT,
+	O_PLAN_THREADS, O_PLAN_BENCH,
 };
 
 /* An output's directory must take files before hours of replay, not after. */
@@ -351,6 +360,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "overlap", 0, 0, O_OVERLAP }, { "overlap-layers", 1, 0, O_OVERLAP_LAYERS },
 		{ "no-defer", 0, 0, O_NO_DEFER },
 		{ "model-only", 0, 0, O_MODEL_ONLY },
+		{ "plan-threads", 1, 0, O_PLAN_THREADS }, { "plan-bench", 0, 0, O_PLAN_BENCH },
 		{ "verbose", 0, 0, O_VERBOSE }, { "no-layout", 0, 0, O_NO_LAYOUT },
 		{ "layout", 0, 0, O_LAYOUT },
 		{ "pinned-budget", 1, 0, O_PINNED_BUDGET }, { "nvme-budget", 1, 0, O_NVME_BUDGET },
@@ -388,6 +398,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case O_OVERLAP: o->gen.opt_overlap = true; break;
 		case O_NO_DEFER: o->no_defer = true; break;
 		case O_MODEL_ONLY: o->model_only = true; break;
+		case O_PLAN_THREADS:
+			bad = parse_range(optarg, 0, TC_PLAN_THREADS_MAX, &o->plan_threads);
+			break;
+		case O_PLAN_BENCH: o->plan_bench = true; break;
 		case O_VERBOSE: o->verbose = true; break;
 		case O_NO_LAYOUT: o->no_layout = true; break;
 		case O_LAYOUT: o->layout = true; break;
@@ -529,12 +543,12 @@ static double memcpy_bw(void)
 
 /* ---- the planner's prediction --------------------------------------------- */
 
-static void plan_cfg(const struct tencache_cache_params *cp, const double *bw,
-		     double nvme_duplex, enum tc_policy pol, bool overlap,
-		     struct tc_plan_cfg *cfg)
+static void plan_cfg(const struct opts *o, const struct tencache_cache_params *cp,
+		     const double *bw, enum tc_policy pol, struct tc_plan_cfg *cfg)
 {
 	tc_plan_cfg_default(cfg);
-	if (overlap)	/* the worker runs them in order (TENCACHE_CACHE_DETACH_FIFO) */
+	cfg->threads = o->plan_threads;
+	if (o->gen.opt_overlap)	/* the worker runs them in order (TENCACHE_CACHE_DETACH_FIFO) */
 		cfg->flags |= TC_PLAN_HOST_ASYNC | TC_PLAN_HOST_FIFO;
 	cfg->gpu_bytes = cp->gpu_budget;
 	/* without NVMe every tensor has a pinned home: no pinned limit */
@@ -542,8 +556,8 @@ static void plan_cfg(const struct tencache_cache_params *cp, const double *bw,
 	cfg->nvme_bytes = cp->nvme_budget;
 	for (int l = 0; l < TC_LINK_NR; l++)
 		cfg->bw[l] = bw[l];
-	if (nvme_duplex > 0)
-		cfg->nvme_duplex_bw = nvme_duplex;
+	if (o->nvme_duplex > 0)
+		cfg->nvme_duplex_bw = o->nvme_duplex;
 	cfg->policy = pol;
 }
 
@@ -587,6 +601,32 @@ static void predict(const struct tc_trace *tr, const struct tc_plan_cfg *cfg, st
 	r->plan_hit = pl.st.reads ? (double)pl.st.hits / pl.st.reads : 1;
 	r->plan_err = tc_sim_run(tr, cfg, &pl, 4, &r->sim);
 	tc_plan_free(&pl);
+}
+
+/*
+ * --plan-bench: ours' plan again on one thread, against r's (the default
+ * threads), side by side; the two must be the same plan.
+ */
+static void plan_bench(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
+		       struct result *r)
+{
+	struct tc_plan_cfg one = *cfg;
+	struct result r1 = { 0 };
+	uint64_t t0;
+
+	one.threads = 1;
+	t0 = now_ns();
+	predict(tr, &one, &r1);
+	r->plan1_ns = now_ns() - t0;
+	if (r1.plan_err) {
+		fprintf(stderr, "  plan-bench: on one thread: %s\n", strerror(-r1.plan_err));
+		return;
+	}
+	printf("  plan-bench: ours planned in %.0f ms (threads: %s), %.0f ms on one thread: "
+	       "%.2fx; %s\n", r->plan_ns / 1e6, cfg->threads ? "--plan-threads" : "default",
+	       r->plan1_ns / 1e6, (double)r->plan1_ns / (r->plan_ns ? r->plan_ns : 1),
+	       r1.sim.step_ns == r->sim.step_ns ? "the same plan (modelled step equal)" :
+	       "PLANS DIFFER (modelled steps differ): a planner bug");
 }
 
 /*
@@ -1524,6 +1564,9 @@ static cJSON *result_json(int argc, char **argv, const struct opts *o,
 		cJSON_AddNumberToObject(s, "bound_ns", (double)r->model_bound_ns);
 		cJSON_AddItemToObject(s, "link_bytes", u64_array(r->sim.link_bytes, TC_LINK_NR));
 		cJSON_AddNumberToObject(s, "gpu_peak", (double)r->sim.gpu_peak);
+		cJSON_AddNumberToObject(s, "plan_ns", (double)r->plan_ns);
+		if (r->plan1_ns)
+			cJSON_AddNumberToObject(s, "plan_one_thread_ns", (double)r->plan1_ns);
 		if (r->sim.link_bytes[TC_LINK_NVME_RD] || r->sim.link_bytes[TC_LINK_NVME_WR]) {
 			cJSON_AddNumberToObject(s, "nvme_idle_ns", (double)r->sim.nvme_idle_ns);
 			cJSON_AddNumberToObject(s, "nvme_gap_ns", (double)r->sim.nvme_gap_ns);
@@ -1799,7 +1842,7 @@ int bench_replay(int argc, char **argv)
 		fmt_bytes(b2, sizeof(b2), cp.nvme_budget);
 		printf("; pinned %s, NVMe %s at %s", b1, b2, o.nvme);
 	}
-	plan_cfg(&cp, bw, o.nvme_duplex, TC_POLICY_OURS, o.gen.opt_overlap, &pcfg);
+	plan_cfg(&o, &cp, bw, TC_POLICY_OURS, &pcfg);
 	mdx[0] = pcfg.duplex_bw;
 	mdx[1] = pcfg.nvme_duplex_bw;
 	printf("\n  links (GB/s): H2D %.1f, D2H %.1f (both at once %.1f in the model), NVMe read %.1f, "
@@ -1845,7 +1888,7 @@ int bench_replay(int argc, char **argv)
 		t0 = now_ns();
 		pol_deadline_ns = deadline_ns && t0 < deadline_ns ?
 				  t0 + (deadline_ns - t0) / left : deadline_ns;
-		plan_cfg(&cp, bw, o.nvme_duplex, policies[i].tp, o.gen.opt_overlap, &pcfg);
+		plan_cfg(&o, &cp, bw, policies[i].tp, &pcfg);
 		if (o.layout && policies[i].tp == TC_POLICY_OURS)
 			pcfg.flags |= TC_PLAN_LAYOUT;	/* what the cache runs then */
 		t0 = now_ns();
@@ -1857,6 +1900,7 @@ int bench_replay(int argc, char **argv)
 			continue;
 		}
 		predict(&tr, &pcfg, r);
+		r->plan_ns = now_ns() - t0;
 		if (r->plan_err)
 			fprintf(stderr, "  %-9s timing model: %s\n", pol_label(i),
 				strerror(-r->plan_err));
@@ -1868,7 +1912,9 @@ int bench_replay(int argc, char **argv)
 				fprintf(stderr, ", disk idle %.1f ms (longest %.1f ms, %.1f ms into the step)",
 					r->sim.nvme_idle_ns / 1e6, r->sim.nvme_gap_ns / 1e6,
 					r->sim.nvme_gap_at_ns / 1e6);
-			fprintf(stderr, " (planned in %.0f ms)\n", (now_ns() - t0) / 1e6);
+			fprintf(stderr, " (planned in %.0f ms)\n", r->plan_ns / 1e6);
+			if (o.plan_bench && policies[i].tp == TC_POLICY_OURS)
+				plan_bench(&tr, &pcfg, r);
 		}
 		if (!r->plan_err)
 			r->model_bound_ns = bound_ns(compute, r->sim.link_bytes, bw, mdx);
@@ -1881,7 +1927,7 @@ int bench_replay(int argc, char **argv)
 			any_fail = true;
 		if (r->plan_laid_out && !(pcfg.flags & TC_PLAN_LAYOUT)) {
 			/* the cache ran ours laid out by the planner: model that */
-			plan_cfg(&cp, bw, o.nvme_duplex, TC_POLICY_OURS, o.gen.opt_overlap, &pcfg);
+			plan_cfg(&o, &cp, bw, TC_POLICY_OURS, &pcfg);
 			pcfg.flags |= TC_PLAN_LAYOUT;
 			predict(&tr, &pcfg, r);
 			if (!r->plan_err)
@@ -1889,7 +1935,7 @@ int bench_replay(int argc, char **argv)
 		}
 		if (r->plan_fallbacks && policies[i].tp == TC_POLICY_OURS) {
 			/* the cache ran the ZeRO-like plan: model that one */
-			plan_cfg(&cp, bw, o.nvme_duplex, TC_POLICY_ZERO, o.gen.opt_overlap, &pcfg);
+			plan_cfg(&o, &cp, bw, TC_POLICY_ZERO, &pcfg);
 			predict(&tr, &pcfg, r);
 			r->model_fallback = true;
 			if (!r->plan_err) {
