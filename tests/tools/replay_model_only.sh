@@ -11,6 +11,9 @@
 # reads and writes at once) is in the JSON and can only lengthen ours'
 # modelled step and bound, and the JSON gives the disk's idle time in the
 # modelled step; a --bw of 3 or 6 figures, or a zero, is refused.
+# --plan-bench prints ours' laid-out plan's time on --plan-threads 2 and on
+# one thread, the same plan both times, and puts both in the JSON;
+# --plan-threads 17 is refused.
 # Exit 0 pass, 1 fail.
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" replay-model
@@ -85,6 +88,22 @@ print("ours, modelled: reads and writes apart %.1f ms (bound %.1f, disk idle %.1
 sys.exit(0 if ok else 1)
 PY
 [ $? = 0 ] || { echo "FAIL: --bw's fifth figure: not in the JSON or the model did not share the disk, or no disk idle time in the model's JSON"; exit 1; }
+# --plan-bench: ours' laid-out plan on 2 threads and on one, the same plan
+args="--model opt-1.3b --gpu-budget 25% --nvme $T/x.swap --pinned-budget 25% --bw 50,50,4,3"
+args="$args --model-only --policies ours --layout --plan-threads 2 --plan-bench"
+echo "+ tencache-bench replay $args"
+"$BENCH" replay $args -o "$T/pb.json" > "$T/pb.txt" 2>&1 || { cat "$T/pb.txt"; echo "FAIL: replay $args"; exit 1; }
+grep '^  plan-bench' "$T/pb.txt"
+grep -q '^  plan-bench: ours planned in [0-9]* ms (threads: --plan-threads), [0-9]* ms on one thread: [0-9.]*x; the same plan' "$T/pb.txt" ||
+	{ echo "FAIL: no plan-bench line, or the plans differ"; exit 1; }
+python3 -c '
+import json, sys
+m = json.load(open(sys.argv[1]))["policies"][0]["model"]
+sys.exit(0 if m["plan_ns"] > 0 and m["plan_one_thread_ns"] > 0 else 1)' "$T/pb.json" ||
+	{ echo "FAIL: plan_ns / plan_one_thread_ns not in the JSON"; exit 1; }
+refused "bad value for --plan-threads" replay --model-only --plan-threads 17
+echo "--plan-threads 17 refused"
+
 for bw in 50,50,4 50,50,4,3,2.5,1 50,0 50,50,4,3,0; do
 	refused "bad value for --bw" replay --model-only --bw $bw
 done
