@@ -852,16 +852,12 @@ static int stage_fill(struct tencache_cache *c, uint32_t k, int kind, struct tc_
 		return ret;
 	memcpy(c->sdeps, c->plan.deps + op->dep_first, op->nr_deps * sizeof(*c->sdeps));
 	c->nr_sdeps = op->nr_deps;
+	/* the workers run with the NVMe tier, and only a plan with it has
+	 * pinned-level ops (tc_plan_check) */
+	if (!c->sthread_on)
+		return -EINVAL;
 	ret = pfreed_deps(c, t->poff, t->bytes);
-	if (ret || c->sthread_on)
-		return ret ?: stage_push(c, &c->opev[k], kind, t, op->tensor, c->sdeps,
-					 c->nr_sdeps);
-	/* no workers (no NVMe tier): the caller settles it now */
-	for (uint32_t d = 0; d < c->nr_sdeps && !ret; d++)
-		ret = xev_sync(c, dep_ev(c, c->sdeps[d]));
-	if (!ret && kind == TC_SJ_SETTLE)
-		xev_signal_now(c, &c->opev[k]);
-	return ret ?: kind == TC_SJ_SETTLE ? 0 : -EINVAL;
+	return ret ?: stage_push(c, &c->opev[k], kind, t, op->tensor, c->sdeps, c->nr_sdeps);
 }
 
 /* ---- copies ------------------------------------------------------------ */

@@ -101,6 +101,12 @@ int tc_plan_check(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 				uint64_t b = tr->tensors[op->tensor].bytes;
 
 				x = &s[op->tensor];
+				/* without NVMe every value stays pinned: no pinned level */
+				if (op->kind >= TC_OP_STAGE_IN && op->kind < TC_OP_NR && !cfg->nvme_bytes) {
+					ret = fail(err, errlen, "op %u: %s t%u without an NVMe tier",
+						   k, tc_op_name(op->kind), op->tensor);
+					continue;	/* ret ends the loops */
+				}
 				switch (op->kind) {
 				case TC_OP_FETCH:
 					if (x->gres || !x->pres || !x->pv)

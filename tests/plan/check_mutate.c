@@ -4,7 +4,8 @@
  * time. Removing a FETCH or a STAGE_IN always leaves a read or a copy
  * without its value, so the checker must refuse every such plan; removed
  * write-backs and stage-outs are refused when a later read needs them
- * (counted). A shrunk GPU budget must be refused too. */
+ * (counted). A shrunk GPU budget must be refused too, and so must a
+ * pinned-level op (a DROP made a PDROP) in a plan without NVMe. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +37,7 @@ static int drop_op(const struct tc_plan *pl, uint32_t k, struct tc_plan *out)
 
 int main(void)
 {
-	unsigned must = 0, must_caught = 0, may = 0, may_caught = 0, plans = 0;
+	unsigned must = 0, must_caught = 0, may = 0, may_caught = 0, plans = 0, nvme_less = 0;
 
 	for (uint64_t seed = 1; seed <= 200; seed++) {
 		struct rt_opts o = {
@@ -87,6 +88,20 @@ int main(void)
 				free(m.ops);
 				free(m.op_first);
 			}
+			/* without NVMe, a pinned-level op (a DROP made a PDROP) is refused as such */
+			for (uint32_t k = 0; !nv && k < pl.nr_ops; k++) {
+				char err[256] = "";
+
+				if (pl.ops[k].kind != TC_OP_DROP)
+					continue;
+				pl.ops[k].kind = TC_OP_PDROP;
+				T_CHECK(tc_plan_check(&tr, &cfg, &pl, err, sizeof(err)) == -EINVAL &&
+					strstr(err, "without an NVMe tier"),
+					"seed %llu: a PDROP without NVMe: %s", (unsigned long long)seed, err);
+				pl.ops[k].kind = TC_OP_DROP;
+				nvme_less++;
+				break;
+			}
 			if (pl.st.gpu_peak > 1) {
 				struct tc_plan_cfg small = cfg;
 
@@ -100,8 +115,9 @@ int main(void)
 		tc_trace_free(&tr);
 	}
 	printf("%u plans; removed fetches and stage-ins refused: %u of %u; removed "
-	       "write-backs and stage-outs refused: %u of %u\n", plans, must_caught, must,
-	       may_caught, may);
+	       "write-backs and stage-outs refused: %u of %u; a PDROP without NVMe refused "
+	       "in %u\n", plans, must_caught, must, may_caught, may, nvme_less);
 	T_CHECK(plans > 100 && must > 100, "too few cases: %u plans, %u ops", plans, must);
+	T_CHECK(nvme_less > 20, "only %u plans without NVMe had a DROP to make a PDROP", nvme_less);
 	return t_exit();
 }
