@@ -2391,7 +2391,8 @@ static uint32_t plan_threads(const struct tc_plan_cfg *cfg)
  * caller is one of them; a thread that cannot start leaves its share to
  * the others), then takes them in order as one after the other would: a
  * plan replaces *best when its step is shorter (ties keep the earlier).
- * Returns c[0]'s error; the others' plans are only skipped.
+ * Returns c[0]'s error (0 for no candidates); the others' failures are
+ * only skipped.
  */
 static int try_batch(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 		     struct cand *c, uint32_t n, struct tc_plan *best, uint64_t *best_ns)
@@ -2418,7 +2419,7 @@ static int try_batch(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 			tc_plan_free(&c[i].pl);
 		}
 	}
-	return c[0].ret;
+	return n ? c[0].ret : 0;
 }
 
 int tc_plan_build(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
@@ -2469,8 +2470,10 @@ int tc_plan_build(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 		}
 	}
 	ret = try_batch(tr, cfg, c, n, &best, &best_ns);
-	if (ret)
+	if (ret) {
+		tc_plan_free(&best);	/* another candidate's, if any */
 		return ret;
+	}
 	r = best.st.reserve_bytes;
 	n = 0;
 	for (size_t i = 0; auto_pr && i < sizeof(pq) / sizeof(pq[0]); i++)
