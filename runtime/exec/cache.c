@@ -561,7 +561,6 @@ static int xev_dev_wait(struct tencache_cache *c, void *s, struct tc_xev *e)
 	return ret;
 }
 
-/* Stream s waits for the latest instance of e. */
 /*
  * Detached host ops run in whatever order their runner picks (overlap.py:
  * the lowest layer first), so nothing a runner waits for may wait for a
@@ -585,6 +584,7 @@ static int det_pending(struct tencache_cache *c, uint64_t token)
 	return live;
 }
 
+/* Stream s waits for the latest instance of e. */
 static int xev_stream_wait(struct tencache_cache *c, void *s, struct tc_xev *e)
 {
 	int ret = 0;

@@ -2402,7 +2402,7 @@ static int try_batch(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 	uint32_t want = plan_threads(cfg), nt = 0;
 
 	atomic_init(&b.next, 0);
-	for (; nt + 1 < want && nt + 1 < n && nt < TC_PLAN_THREADS_MAX; nt++)
+	for (; nt + 1 < want && nt + 1 < n; nt++)	/* want <= TC_PLAN_THREADS_MAX */
 		if (pthread_create(&tid[nt], NULL, cand_main, &b))
 			break;
 	cand_main(&b);
