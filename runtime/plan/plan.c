@@ -76,6 +76,7 @@ struct cstate {
 	uint32_t *hp, *hpos, *htmp, nh;
 	bool heap;
 	int64_t horizon;	/* > 0: horizon_victim (the pinned level) */
+	bool dead_oldest;	/* MIN with dead values by older_dead (horizon_victim) */
 	int64_t *key, *last, *evict_at, *lru;
 	int64_t *held;		/* held by a group until this request */
 	int64_t *goff;		/* layout: resident's offset, else -1 */
@@ -259,7 +260,8 @@ static void set_res(struct cstate *s, uint32_t t, uint8_t on)
 }
 
 /*
- * The pinned level over NVMe, relaxed MIN: dead values first, then among
+ * The pinned level over NVMe, relaxed MIN: dead values first (the one used
+ * longest ago: older_dead), then among
  * the values whose next use is within s->horizon requests of the furthest
  * one, the one whose last use is oldest (then the furthest next use).
  * MIN's victim in a cyclic step is the value used last, so the read that
@@ -276,6 +278,21 @@ static bool older_victim(const struct cstate *s, uint32_t t, int64_t best)
 		(s->key[t] > s->key[best] || (s->key[t] == s->key[best] && t < best)));
 }
 
+/* Among dead values (evicting any costs no miss), the one whose last use
+ * is oldest: its space is free soonest, so the read taking it can start
+ * first. In MIN's order (the largest, then the lowest id) the timing model
+ * of OPT-13B (20 layers, 80% pinned) had the step's first NVMe read wait
+ * for space an fp16 weight held until its op, the disk idle 317 ms; this
+ * order shortened the modelled step 0.4-2.0% at 10-50% (session 25 in
+ * results/h200-replay.md). Ours' pinned level uses it with MIN too
+ * (cstate.dead_oldest). */
+static bool older_dead(const struct cstate *s, uint32_t t, uint32_t best)
+{
+	if (s->last[t] != s->last[best])
+		return s->last[t] < s->last[best];
+	return hbefore(s, t, best);
+}
+
 static int64_t horizon_victim(const struct cstate *s, int64_t now)
 {
 	int64_t best = -1, dead = -1, far = INT64_MIN;
@@ -285,7 +302,7 @@ static int64_t horizon_victim(const struct cstate *s, int64_t now)
 
 		if (s->held[t] >= now)
 			continue;
-		if (!s->live[t] && (dead < 0 || hbefore(s, t, dead)))
+		if (!s->live[t] && (dead < 0 || older_dead(s, t, dead)))
 			dead = t;
 		if (s->key[t] > far)
 			far = s->key[t];
@@ -312,7 +329,24 @@ static int64_t heap_horizon_victim(struct cstate *s, int64_t now)
 	int64_t v = heap_victim(s, now), best = -1, low;
 	uint32_t sp = 0;
 
-	if (v < 0 || !s->live[v])
+	if (v >= 0 && !s->live[v]) {
+		/* the dead values are the heap's top part (they go first) */
+		s->htmp[sp++] = 0;
+		while (sp) {
+			uint32_t i = s->htmp[--sp], t = s->hp[i];
+
+			if (s->live[t])
+				continue;
+			if (s->held[t] < now && (best < 0 || older_dead(s, t, best)))
+				best = t;
+			if (2 * i + 1 < s->nh)
+				s->htmp[sp++] = 2 * i + 1;
+			if (2 * i + 2 < s->nh)
+				s->htmp[sp++] = 2 * i + 2;
+		}
+		return best;
+	}
+	if (v < 0)
 		return v;
 	low = s->key[v] - s->horizon;
 	s->htmp[sp++] = 0;
@@ -332,7 +366,7 @@ static int64_t heap_horizon_victim(struct cstate *s, int64_t now)
 }
 
 /* Pick the victim: MIN = dead values first, then furthest next use, then
- * the largest; LRU = least recently used. Kept tensors (small ones, see
+ * the largest (ours' pinned level: horizon_victim); LRU = least recently used. Kept tensors (small ones, see
  * small_keep) go only when nothing else can. O(resident), planning time
  * only; with the heap O(log resident) per held one passed over (OPT-13B
  * with 20 layers and NVMe made 13.9 M picks per run of the replay). */
@@ -342,8 +376,8 @@ static int64_t pick_victim(struct cstate *s, const uint64_t *bytes,
 	int64_t best = -1;
 
 	if (s->heap)
-		return s->horizon > 0 ? heap_horizon_victim(s, now) : heap_victim(s, now);
-	if (s->horizon > 0)
+		return s->horizon > 0 || s->dead_oldest ? heap_horizon_victim(s, now) : heap_victim(s, now);
+	if (s->horizon > 0 || s->dead_oldest)
 		return horizon_victim(s, now);
 
 	/* the list is in no order: among equals the lowest id, as a scan
@@ -898,7 +932,7 @@ out:
 static int cache_run(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 		     uint32_t nt, uint64_t cap, const uint64_t *capv, uint64_t sub,
 		     enum tc_policy pol, const uint8_t *keep, bool cyclic, struct lay *L,
-		     int64_t horizon, struct cout *o)
+		     int64_t horizon, bool dead_oldest, struct cout *o)
 {
 	struct cstate s = { 0 };
 	int64_t *nkey = malloc(n * sizeof(*nkey)), *st_key = malloc(nt * sizeof(*st_key));
@@ -921,6 +955,7 @@ static int cache_run(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 	s.rpos = malloc(nt * sizeof(uint32_t) + 1);
 	s.bytes = bytes;
 	s.horizon = horizon;
+	s.dead_oldest = dead_oldest;
 	s.heap = pol != TC_POLICY_LRU && !keep && !L && !victim_scan;
 	for (uint32_t i = 0; i < n && s.heap; i++)
 		s.heap = rq[i].cold == INT64_MAX;
@@ -1351,7 +1386,8 @@ static int gpu_level_cache(const struct tc_trace *tr, const struct tc_plan_cfg *
 	for (;;) {
 		lay.failed = NO_GROUP;
 		ret = cache_run(rq, n, ti->bytes, ti->nt, cfg->gpu_bytes - st->reserve_bytes,
-				cfg->gpu_cap, st->reserve_bytes, cfg->policy, keep, cyclic, L, 0, &o);
+				cfg->gpu_cap, st->reserve_bytes, cfg->policy, keep, cyclic, L, 0, false,
+				&o);
 		if (ret != -ENOSPC || !L || lay.failed == NO_GROUP || lay.contig[lay.failed])
 			break;
 		lay.contig[lay.failed] = 1;
@@ -1775,9 +1811,12 @@ static int pinned_level(const struct tc_trace *tr, const struct tc_plan_cfg *cfg
 		free(slot_of_end);
 		return ret;
 	}
+	/* ours takes the dead values whose space frees first (older_dead);
+	 * the other policies' pinned level stays plain MIN */
 	ret = cache_run(rq, m, ti->bytes, ti->nt, cap - st->pinned_reserve_bytes, NULL, 0,
 			TC_POLICY_OURS, NULL, cyclic, NULL,
-			(int64_t)m * st->pinned_horizon / TC_PLAN_HORIZON_DIV, &o);
+			(int64_t)m * st->pinned_horizon / TC_PLAN_HORIZON_DIV,
+			cfg->policy == TC_POLICY_OURS, &o);
 	if (ret)
 		goto out;
 	if (!o.converged)

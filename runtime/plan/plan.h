@@ -177,7 +177,8 @@ struct tc_plan_cfg {
 	/* Ours with NVMe: the pinned level's victims are the oldest-used of
 	 * those whose next use is within pinned_horizon / TC_PLAN_HORIZON_DIV
 	 * of a step of the furthest (horizon_victim in plan.c). < 0: chosen
-	 * by simulating a few (default); 0: pure MIN. */
+	 * by simulating a few (default); 0: MIN. Dead values (overwritten
+	 * before their next read) go first, the oldest-used first. */
 	int32_t pinned_horizon;
 	/* Ours and LRU: per access, the GPU bytes there (each <= gpu_bytes);
 	 * NULL: gpu_bytes throughout. The executor lowers it where the plan's
