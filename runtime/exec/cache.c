@@ -573,15 +573,19 @@ static int xev_dev_wait(struct tencache_cache *c, void *s, struct tc_xev *e)
  */
 static int det_pending(struct tencache_cache *c, uint64_t token)
 {
-	int live = 0;
+	uint64_t to;
 
 	if (token <= c->det_base)
 		return 0;
 	pthread_mutex_lock(&c->dlock);
-	for (uint64_t k = 0; k < token - c->det_base && k < c->nr_det && !live; k++)
-		live = !__atomic_load_n(&c->det[k].done, __ATOMIC_ACQUIRE);
+	/* ops only become done: the done prefix is scanned once, not per wait */
+	to = c->det_done_to > c->det_base ? c->det_done_to : c->det_base;
+	while (to < token && to - c->det_base < c->nr_det &&
+	       __atomic_load_n(&c->det[to - c->det_base].done, __ATOMIC_ACQUIRE))
+		to++;
+	c->det_done_to = to;
 	pthread_mutex_unlock(&c->dlock);
-	return live;
+	return to < token && to - c->det_base < c->nr_det;
 }
 
 /* Stream s waits for the latest instance of e. */

@@ -326,6 +326,7 @@ struct tencache_cache {
 	} *det;
 	uint32_t nr_det, cap_det, det_live;
 	uint64_t det_base;
+	uint64_t det_done_to;	/* every token up to it done (det_pending) */
 	/*
 	 * Detached host ops of the step being profiled: the learnt step gets
 	 * their measured run times (the caller's release gives none), and the
