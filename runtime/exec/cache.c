@@ -2898,6 +2898,14 @@ int tc_exec_test_swap_full(struct tencache_cache *c, uint32_t n)
 	return 0;
 }
 
+int tc_exec_test_place_fail(struct tencache_cache *c, uint32_t n)
+{
+	if (!c)
+		return -EINVAL;
+	c->test_place_fail = n;
+	return 0;
+}
+
 int tc_exec_test_lag(struct tencache_cache *c, uint64_t kernel_ns, uint64_t copy_ns)
 {
 	if (!c || !(c->p.flags & TENCACHE_CACHE_HOST_MODE))

@@ -271,6 +271,10 @@ struct tencache_cache {
 	uint32_t trial_steps;		/* steps begun on the candidate running */
 	uint64_t trial_ns[2];		/* their step times: own, laid out */
 	uint64_t trial_extra[2];	/* tc_exec_test_trial: added to those */
+	/* the room kept out of plans (frag_slack, pfrag_slack) each ran in
+	 * (own, laid out) and the trial began with: a candidate that re-plans
+	 * with more room must not take it from the other */
+	uint64_t trial_room[3][2];
 	uint8_t trial_test;		/* tc_exec_test_trial: time whenever both exist */
 	uint8_t layout_failed;		/* ... and its GPU ranges were not free once */
 	uint32_t profiled;
@@ -378,6 +382,7 @@ struct tencache_cache {
 	uint32_t test_fail[2];		/* tc_exec_test_fail: pinned, GPU countdowns */
 	uint32_t test_taken;		/* tc_exec_test_taken: countdown */
 	uint32_t test_swap_full;	/* tc_exec_test_swap_full: countdown */
+	uint32_t test_place_fail;	/* tc_exec_test_place_fail: countdown */
 	uint64_t kernel_lag_ns, copy_lag_ns;
 	uint64_t read_lag_ns;		/* tc_exec_test_read_lag */
 };
@@ -449,6 +454,11 @@ int tc_exec_test_taken(struct tencache_cache *c, uint32_t n);
  * left full by on demand would: the plan is dropped and the cache runs on
  * demand (tests/runtime/cache_replan.c). n 0: off. -EINVAL: no cache. */
 int tc_exec_test_swap_full(struct tencache_cache *c, uint32_t n);
+/* Makes the n-th layout of a plan's pinned ranges from now (n >= 1) find
+ * no room, as a fragmented pool would: the plan is made again with more
+ * room (setup.c pinned_place; tests/runtime/cache_trial.c). n 0: off.
+ * -EINVAL: no cache. */
+int tc_exec_test_place_fail(struct tencache_cache *c, uint32_t n);
 
 /* setup.c */
 int tc_exec_freeze(struct tencache_cache *c);

@@ -855,6 +855,8 @@ static int pinned_place(struct tencache_cache *c)
 		return -ENOENT;
 	tl.cap = pi.size;
 	ret = lay_out(c, &c->plan, &tl, &c->op_poff, &c->start_poff, NULL, &h);
+	if (ret > 0 && c->test_place_fail && !--c->test_place_fail)
+		ret = 0;	/* tc_exec_test_place_fail */
 	/* how far past the pool they reach: what the next plan keeps out */
 	if (!ret && h > pi.size)
 		c->pinned_over = h - pi.size;
@@ -1238,6 +1240,8 @@ static int trial_pick(struct tencache_cache *c, int model, uint64_t lay_ns, uint
 		c->trial = TC_TRIAL_FIRST;
 		c->trial_first = model;
 		c->trial_steps = 0;
+		c->trial_room[2][0] = c->frag_slack;
+		c->trial_room[2][1] = c->pfrag_slack;
 		tc_info(c->tc, "cache: the laid-out plan and the executor's own model within %.1f%% of each other (%.1f against %.1f ms/step): timing each for %d steps, the %s first",
 			100.0 * d / lo, lay_ns / 1e6, own_ns / 1e6, TRIAL_STEPS,
 			model ? "laid-out one" : "executor's");
@@ -1255,7 +1259,7 @@ static int plan_stop(struct tencache_cache *c);
 
 int tc_exec_trial_tick(struct tencache_cache *c)
 {
-	int cand = c->laid_out, ret;
+	int cand = c->laid_out, ret, room;
 
 	if (c->trial != TC_TRIAL_FIRST && c->trial != TC_TRIAL_SECOND)
 		return 0;
@@ -1269,8 +1273,12 @@ int tc_exec_trial_tick(struct tencache_cache *c)
 		return 0;
 	c->trial_ns[cand] = tc_now_ns() - c->step_t0 + c->trial_extra[cand];	/* the step begun last */
 	c->trial_steps = 0;
+	c->trial_room[cand][0] = c->frag_slack;
+	c->trial_room[cand][1] = c->pfrag_slack;
 	if (c->trial == TC_TRIAL_FIRST) {
 		c->trial = TC_TRIAL_SECOND;
+		/* the other from the room the first began in */
+		room = 2;
 	} else {
 		c->trial = TC_TRIAL_DONE;
 		c->trial_best = c->trial_ns[1] <= c->trial_ns[0];
@@ -1280,7 +1288,18 @@ int tc_exec_trial_tick(struct tencache_cache *c)
 			c->trial_best ? "laid-out one" : "executor's");
 		if (c->trial_best == cand)
 			return 0;
+		/*
+		 * The first again, in the room it was timed in: the same
+		 * plan. On an H100 (OPT-13B at 25%, session 25) the executor's
+		 * own plan re-planned twice for pinned room, and the laid-out
+		 * one, planned again in that room, homed 885 tensors on NVMe
+		 * instead of 852 and ran 8704-8910 ms a step, not the 7766 it
+		 * was timed at.
+		 */
+		room = c->trial_best;
 	}
+	c->frag_slack = c->trial_room[room][0];
+	c->pfrag_slack = c->trial_room[room][1];
 	ret = plan_stop(c);	/* the next plan is entered now, at this step's begin */
 	c->want_plan = 1;
 	return ret;
