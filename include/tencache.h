@@ -616,6 +616,10 @@ struct tencache_cache_stats {
 	/* of deferred_waits, those for an NVMe read or pinned space (a
 	 * staging worker's): the caller did not wait for the disk */
 	uint64_t deferred_host_waits;
+	/* a copy stream's waits for a host event (an NVMe read, pinned space)
+	 * queued on the stream, the caller going on: host mode's queue, or
+	 * on the GPU (cuStreamWaitValue64); the others the caller waited for */
+	uint64_t queued_host_waits;
 };
 
 TENCACHE_API int tencache_cache_create(struct tencache *tc, struct tencache_cache **cp,

@@ -99,6 +99,7 @@ struct result {
 	uint64_t plan_trials;		/* the cache's timed picks of its plans */
 	uint64_t pinned_layouts;	/* plans whose pinned ranges were laid out */
 	uint64_t deferred_waits, deferred_host_waits;	/* the worker's, not the caller's */
+	uint64_t queued_host_waits;	/* copy streams' waits for host events, queued */
 	uint64_t exec_plan_gpu;		/* the GPU bytes the cache's plan was made for */
 	uint64_t exec_plan_pinned;	/* the same for the pinned pool (NVMe tier) */
 	double exec_plan_hit;		/* that plan's hit rate */
@@ -1265,6 +1266,7 @@ static int run_policy(struct tencache *tc, const struct opts *o, const struct tc
 	r->pinned_layouts = s1.pinned_layouts;
 	r->deferred_waits = s1.deferred_waits - s0.deferred_waits;
 	r->deferred_host_waits = s1.deferred_host_waits - s0.deferred_host_waits;
+	r->queued_host_waits = s1.queued_host_waits - s0.queued_host_waits;
 	r->warmup = warm;
 	r->gpu_peak = s1.gpu_bytes_peak;
 	r->exec_plan_gpu = s1.plan_gpu_bytes;
@@ -1532,6 +1534,8 @@ static cJSON *result_json(int argc, char **argv, const struct opts *o,
 			cJSON_AddNumberToObject(p, "deferred_waits", (double)r->deferred_waits);
 			cJSON_AddNumberToObject(p, "deferred_host_waits",
 						(double)r->deferred_host_waits);
+			cJSON_AddNumberToObject(p, "queued_host_waits",
+						(double)r->queued_host_waits);
 			cJSON_AddNumberToObject(p, "warmup_steps", r->warmup);
 			cJSON_AddNumberToObject(p, "exec_plan_gpu_bytes", (double)r->exec_plan_gpu);
 			if (r->exec_plan_pinned)

@@ -602,8 +602,13 @@ static int xev_stream_wait(struct tencache_cache *c, void *s, struct tc_xev *e)
 	 * ends of the caller's ops: most waits of the copies there) */
 	if (cb_pending(c, s) && !tc_hev_done(c->dev, &e->h))
 		ret = cb_flush_s(c, s);
-	return ret ?: c->dev->ops->stream_wait_host(c->dev, s, &e->h,
-						    tc_hev_latest(c->dev, &e->h));
+	ret = ret ?: c->dev->ops->stream_wait_host(c->dev, s, &e->h,
+						   tc_hev_latest(c->dev, &e->h));
+	if (ret > 0) {
+		c->st.queued_host_waits++;
+		ret = 0;
+	}
+	return ret;
 }
 
 static int xev_done(struct tencache_cache *c, struct tc_xev *e)

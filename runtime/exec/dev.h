@@ -64,8 +64,9 @@ struct tc_dev_ops {
 	/* ns between two completed timing events (b after a) */
 	int (*elapsed)(struct tc_dev *d, void *a, void *b, uint64_t *ns);
 	int (*stream_sync)(struct tc_dev *d, void *s);
-	/* make s wait for a host event's instance target (host mode queues it,
-	 * CUDA waits on the host) */
+	/* make s wait for a host event's instance target (host mode queues it;
+	 * CUDA on the device where the event has a mapped word, else the
+	 * host waits): 1 queued on s, 0 the caller waited (or it was reached) */
 	int (*stream_wait_host)(struct tc_dev *d, void *s, struct tc_hev *h,
 				uint64_t target);
 	/* when s reaches this point, signal host event h's instance inst

@@ -437,7 +437,7 @@ static int cuda_stream_wait_host(struct tc_dev *d, void *s, struct tc_hev *h,
 		r = c->cuStreamWaitValue64(s, (CUdeviceptr)(uintptr_t)h->word, target,
 					   CU_STREAM_WAIT_VALUE_GEQ);
 		if (!r)
-			return 0;
+			return 1;
 		c->wait_value_off = 1;
 		cu_fail(c, "cuStreamWaitValue64 (from now on the host waits for host events)", r);
 	}

@@ -302,7 +302,7 @@ static int host_stream_wait_host(struct tc_dev *d, void *s, struct tc_hev *h,
 {
 	struct task t = { .kind = T_WAIT, .d = d, .h = h, .len = target };
 
-	return hstream_push(s, &t);
+	return hstream_push(s, &t) ?: 1;
 }
 
 static int host_signal_host(struct tc_dev *d, void *s, struct tc_hev *h, uint64_t inst)
@@ -316,7 +316,9 @@ static int host_stream_wait(struct tc_dev *d, void *s, void *e)
 {
 	struct hevent *ev = e;
 
-	return host_stream_wait_host(d, s, &ev->h, tc_hev_latest(d, &ev->h));
+	int ret = host_stream_wait_host(d, s, &ev->h, tc_hev_latest(d, &ev->h));
+
+	return ret < 0 ? ret : 0;
 }
 
 static int host_query(struct tc_dev *d, void *e)

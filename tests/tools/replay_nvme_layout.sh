@@ -8,7 +8,8 @@
 # mid-step ("pinned memory fragmented"), step after step. Every policy must
 # run from its first plan to the end with no re-plan, its pinned ranges laid
 # out, and its measured steps planned; ours' CPU Adam acquires must leave
-# some NVMe read or pinned space to the worker (TENCACHE_ACQ_NOWAIT). Exit 0
+# some NVMe read or pinned space to the worker (TENCACHE_ACQ_NOWAIT), and the
+# copy streams queue their waits for host events (queued_host_waits). Exit 0
 # pass, 1 fail.
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" replay-nvme-layout /var/tmp	# O_DIRECT: not tmpfs
@@ -36,10 +37,15 @@ for p in res["policies"]:
         bad.append(name + " ran fewer than 3 planned steps")
     # the replay's worker runs the CPU Adam in order (TENCACHE_CACHE_DETACH_FIFO):
     # an NVMe read or pinned space an op still waited for is its wait, not the caller's
-    print("%s: deferred waits %d, of which NVMe or pinned %d" %
-          (name, p.get("deferred_waits", 0), p.get("deferred_host_waits", 0)))
+    print("%s: deferred waits %d, of which NVMe or pinned %d; stream waits for host events queued %d" %
+          (name, p.get("deferred_waits", 0), p.get("deferred_host_waits", 0),
+           p.get("queued_host_waits", 0)))
     if name == "tencache" and p.get("deferred_host_waits", 0) < 1:
         bad.append(name + ": the caller waited for every NVMe read and pinned space of the CPU Adam")
+    # host mode queues a copy stream's wait for a host event on the stream
+    # (a GPU, with cuStreamWaitValue64); none counted: the count is broken
+    if p.get("queued_host_waits", 0) < 1:
+        bad.append(name + ": no copy stream's wait for a host event was queued")
 if len(res["policies"]) != 3:
     bad.append("%d policies, want 3" % len(res["policies"]))
 print("FAIL: " + "; ".join(bad) if bad else "all planned throughout, pinned ranges laid out")
