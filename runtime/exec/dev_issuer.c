@@ -273,8 +273,9 @@ static void iss_run(struct iss_dev *w, struct iss_cmd *c)
 	case C_WAIT:
 		r = w->bo->stream_wait(w->b, c->s, c->e->b);
 		break;
-	case C_WAIT_HOST:
+	case C_WAIT_HOST:	/* queued or waited for here: both done */
 		r = w->bo->stream_wait_host(w->b, c->s, c->h, c->len);
+		r = r > 0 ? 0 : r;
 		break;
 	case C_SIGNAL_HOST:
 		r = w->bo->signal_host(w->b, c->s, c->h, c->len);
@@ -607,7 +608,7 @@ static int iss_stream_wait_host(struct tc_dev *d, void *s, struct tc_hev *h,
 		return w->bo->stream_wait_host(w->b, s, h, target);
 	c.s = ws->b;
 	iss_push(w, &c);
-	return 0;
+	return 1;	/* on the issuer's thread: the caller goes on */
 }
 
 static int iss_signal_host(struct tc_dev *d, void *s, struct tc_hev *h, uint64_t inst)
