@@ -319,43 +319,32 @@ static int64_t horizon_victim(const struct cstate *s, int64_t now)
 }
 
 /*
- * horizon_victim on the heap: MIN's victim gives the furthest next use,
- * and only the heap's top part, down to where next uses fall below the
- * horizon, is walked (in heap order a child's next use is no later than
- * its parent's, and dead values, first in order, are held ones here).
+ * horizon_victim on the heap, walking only its top part. MIN's victim is
+ * dead if any unheld value is: then the dead values, first in heap order,
+ * are walked for the oldest-used. Else it gives the furthest next use,
+ * and the walk goes down to where next uses fall below the horizon (a
+ * child's next use is no later than its parent's; the dead values above
+ * are held ones).
  */
 static int64_t heap_horizon_victim(struct cstate *s, int64_t now)
 {
 	int64_t v = heap_victim(s, now), best = -1, low;
 	uint32_t sp = 0;
+	bool dead;
 
-	if (v >= 0 && !s->live[v]) {
-		/* the dead values are the heap's top part (they go first) */
-		s->htmp[sp++] = 0;
-		while (sp) {
-			uint32_t i = s->htmp[--sp], t = s->hp[i];
-
-			if (s->live[t])
-				continue;
-			if (s->held[t] < now && (best < 0 || older_dead(s, t, best)))
-				best = t;
-			if (2 * i + 1 < s->nh)
-				s->htmp[sp++] = 2 * i + 1;
-			if (2 * i + 2 < s->nh)
-				s->htmp[sp++] = 2 * i + 2;
-		}
-		return best;
-	}
 	if (v < 0)
 		return v;
-	low = s->key[v] - s->horizon;
+	/* a dead victim: the dead values are the heap's top part */
+	dead = !s->live[v];
+	low = dead ? 0 : s->key[v] - s->horizon;
 	s->htmp[sp++] = 0;
 	while (sp) {
 		uint32_t i = s->htmp[--sp], t = s->hp[i];
 
-		if (s->live[t] && s->key[t] < low)
+		if (s->live[t] && (dead || s->key[t] < low))
 			continue;
-		if (s->live[t] && s->held[t] < now && older_victim(s, t, best))
+		if (s->live[t] != dead && s->held[t] < now &&
+		    (dead ? best < 0 || older_dead(s, t, best) : older_victim(s, t, best)))
 			best = t;
 		if (2 * i + 1 < s->nh)
 			s->htmp[sp++] = 2 * i + 1;
@@ -366,10 +355,11 @@ static int64_t heap_horizon_victim(struct cstate *s, int64_t now)
 }
 
 /* Pick the victim: MIN = dead values first, then furthest next use, then
- * the largest (ours' pinned level: horizon_victim); LRU = least recently used. Kept tensors (small ones, see
- * small_keep) go only when nothing else can. O(resident), planning time
- * only; with the heap O(log resident) per held one passed over (OPT-13B
- * with 20 layers and NVMe made 13.9 M picks per run of the replay). */
+ * the largest (ours' pinned level: horizon_victim); LRU = least recently
+ * used. Kept tensors (small ones, see small_keep) go only when nothing
+ * else can. O(resident), planning time only; with the heap O(log
+ * resident) per held one passed over (OPT-13B with 20 layers and NVMe
+ * made 13.9 M picks per run of the replay). */
 static int64_t pick_victim(struct cstate *s, const uint64_t *bytes,
 			   int64_t now, int64_t cold, enum tc_policy pol, const uint8_t *keep)
 {
