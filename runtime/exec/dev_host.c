@@ -315,10 +315,9 @@ static int host_signal_host(struct tc_dev *d, void *s, struct tc_hev *h, uint64_
 static int host_stream_wait(struct tc_dev *d, void *s, void *e)
 {
 	struct hevent *ev = e;
-
 	int ret = host_stream_wait_host(d, s, &ev->h, tc_hev_latest(d, &ev->h));
 
-	return ret < 0 ? ret : 0;
+	return ret < 0 ? ret : 0;	/* queued (1): done, for stream_wait */
 }
 
 static int host_query(struct tc_dev *d, void *e)

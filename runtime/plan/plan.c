@@ -261,9 +261,9 @@ static void set_res(struct cstate *s, uint32_t t, uint8_t on)
 
 /*
  * The pinned level over NVMe, relaxed MIN: dead values first (the one used
- * longest ago: older_dead), then among
- * the values whose next use is within s->horizon requests of the furthest
- * one, the one whose last use is oldest (then the furthest next use).
+ * longest ago: older_dead), then among the values whose next use is within
+ * s->horizon requests of the furthest one, the one whose last use is
+ * oldest (then the furthest next use).
  * MIN's victim in a cyclic step is the value used last, so the read that
  * needs its space cannot start before that use: on OPT-13B at 25%, the
  * optimizer states' reads all waited for the Adam op before, and the disk
@@ -283,7 +283,7 @@ static bool older_victim(const struct cstate *s, uint32_t t, int64_t best)
  * first. In MIN's order (the largest, then the lowest id) the timing model
  * of OPT-13B (20 layers, 80% pinned) had the step's first NVMe read wait
  * for space an fp16 weight held until its op, the disk idle 317 ms; this
- * order shortened the modelled step 0.4-2.0% at 10-50% (session 25 in
+ * order shortened the modelled step 0.4-2.1% at 10-50% (session 25 in
  * results/h200-replay.md). Ours' pinned level uses it with MIN too
  * (cstate.dead_oldest). */
 static bool older_dead(const struct cstate *s, uint32_t t, uint32_t best)
