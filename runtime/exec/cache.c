@@ -2911,6 +2911,14 @@ int tc_exec_test_place_fail(struct tencache_cache *c, uint32_t n)
 	return 0;
 }
 
+int tc_exec_test_reject(struct tencache_cache *c, unsigned flags)
+{
+	if (!c || (flags & ~(TC_TEST_REJECT_OWN | TC_TEST_REJECT_LAID | TC_TEST_LAID_INLINE)))
+		return -EINVAL;
+	c->test_reject = flags;
+	return 0;
+}
+
 int tc_exec_test_lag(struct tencache_cache *c, uint64_t kernel_ns, uint64_t copy_ns)
 {
 	if (!c || !(c->p.flags & TENCACHE_CACHE_HOST_MODE))

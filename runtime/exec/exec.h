@@ -383,6 +383,7 @@ struct tencache_cache {
 	uint32_t test_taken;		/* tc_exec_test_taken: countdown */
 	uint32_t test_swap_full;	/* tc_exec_test_swap_full: countdown */
 	uint32_t test_place_fail;	/* tc_exec_test_place_fail: countdown */
+	unsigned test_reject;		/* tc_exec_test_reject: TC_TEST_* */
 	uint64_t kernel_lag_ns, copy_lag_ns;
 	uint64_t read_lag_ns;		/* tc_exec_test_read_lag */
 };
@@ -459,6 +460,15 @@ int tc_exec_test_swap_full(struct tencache_cache *c, uint32_t n);
  * room (setup.c pinned_place; tests/runtime/cache_trial.c). n 0: off.
  * -EINVAL: no cache. */
 int tc_exec_test_place_fail(struct tencache_cache *c, uint32_t n);
+/* Makes every plan from now fail its check, as a planner bug would: the
+ * executor's own (TC_TEST_REJECT_OWN), the planner's laid-out one
+ * (TC_TEST_REJECT_LAID); TC_TEST_LAID_INLINE builds the laid-out plan on
+ * the caller's thread, as where no thread starts (tests/runtime/
+ * cache_reject.c). 0: off. -EINVAL: no cache or an unknown bit. */
+#define TC_TEST_REJECT_OWN	0x1u
+#define TC_TEST_REJECT_LAID	0x2u
+#define TC_TEST_LAID_INLINE	0x4u
+int tc_exec_test_reject(struct tencache_cache *c, unsigned flags);
 
 /* setup.c */
 int tc_exec_freeze(struct tencache_cache *c);

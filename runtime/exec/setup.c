@@ -946,6 +946,10 @@ static int plan_fit(struct tencache_cache *c, struct tc_plan_cfg *cfg,
 	/* a plan that would lose or misread a value is a planner bug:
 	 * never run it (on demand is slow but correct) */
 	ret = tc_plan_check(&c->trace, cfg, &c->plan, err, sizeof(err));
+	if (!ret && (c->test_reject & TC_TEST_REJECT_OWN)) {
+		snprintf(err, sizeof(err), "tc_exec_test_reject");
+		ret = -EINVAL;
+	}
 	if (ret) {
 		tc_plan_free(&c->plan);
 		tc_err(c->tc, "cache: the plan failed its check (%s); running on demand, without prefetch: please report this with the trace (tencache_cache_params.table_path)",
@@ -1059,7 +1063,7 @@ struct laid_job {
 	struct tc_plan_cfg cfg;
 	struct tc_plan lp;
 	pthread_t thread;
-	bool started, joined, rejected;
+	bool started, threaded, joined, rejected;
 	int ret;	/* 1: built and checked into lp; 0: none (logged) */
 };
 
@@ -1081,6 +1085,10 @@ static void *plan_laid_out(void *arg)
 		return NULL;
 	}
 	ret = tc_plan_check(&c->trace, &j->cfg, &j->lp, err, sizeof(err));
+	if (!ret && (c->test_reject & TC_TEST_REJECT_LAID)) {
+		snprintf(err, sizeof(err), "tc_exec_test_reject");
+		ret = -EINVAL;
+	}
 	if (ret) {
 		tc_plan_free(&j->lp);
 		tc_err(c->tc, "cache: the laid-out plan failed its check (%s); not using it: please report this with the trace (tencache_cache_params.table_path)",
@@ -1100,10 +1108,10 @@ static void laid_start(struct laid_job *j, struct tencache_cache *c,
 	j->c = c;
 	j->cfg = *cfg;
 	j->started = true;
-	if (pthread_create(&j->thread, NULL, plan_laid_out, j)) {
+	j->threaded = !(c->test_reject & TC_TEST_LAID_INLINE) &&
+		      !pthread_create(&j->thread, NULL, plan_laid_out, j);
+	if (!j->threaded)
 		plan_laid_out(j);
-		j->joined = true;
-	}
 }
 
 /* Its result, once it ended: 1, or 0 (also where none was started). */
@@ -1111,8 +1119,9 @@ static int laid_join(struct laid_job *j)
 {
 	if (!j->started)
 		return 0;
-	if (!j->joined) {
-		pthread_join(j->thread, NULL);
+	if (!j->joined) {	/* its reject is counted here, on c's thread */
+		if (j->threaded)
+			pthread_join(j->thread, NULL);
 		j->joined = true;
 		if (j->rejected)
 			j->c->st.plan_rejects++;
