@@ -365,10 +365,10 @@ static int64_t pick_victim(struct cstate *s, const uint64_t *bytes,
 {
 	int64_t best = -1;
 
+	if (s->horizon > 0 || s->dead_oldest)	/* ours' pinned level */
+		return s->heap ? heap_horizon_victim(s, now) : horizon_victim(s, now);
 	if (s->heap)
-		return s->horizon > 0 || s->dead_oldest ? heap_horizon_victim(s, now) : heap_victim(s, now);
-	if (s->horizon > 0 || s->dead_oldest)
-		return horizon_victim(s, now);
+		return heap_victim(s, now);
 
 	/* the list is in no order: among equals the lowest id, as a scan
 	 * of every tensor found it */
@@ -2451,6 +2451,15 @@ static int try_batch(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 	return n ? c[0].ret : 0;
 }
 
+/*
+ * Ours with automatic tuning, a coordinate search of at most 25 builds:
+ * pure MIN and a few GPU reserves in steps of the largest op, with plain
+ * and cold-first victim choice; then (with NVMe) a few pinned reserves;
+ * then pinned victim horizons of 2/32 to 12/32 of a step (the modelled
+ * step swings by tens of percent from one to the next). Each stage's
+ * candidates are built at once (try_batch) and the shortest simulated
+ * step wins; the next stage starts from it.
+ */
 int tc_plan_build(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 		  struct tc_plan *pl)
 {
@@ -2484,7 +2493,6 @@ int tc_plan_build(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 	ret = tc_trace_validate(tr);
 	if (ret)
 		return ret;
-	/* each stage's candidates at once; the next stage starts from its best */
 	c[n++] = (struct cand){ .r = r, .pr = pr, .h = h };
 	maxop = tc_trace_max_op_bytes(tr);
 	for (int cold = 0; auto_r && cold < 2; cold++) {
