@@ -1501,8 +1501,8 @@ static cJSON *result_json(int argc, char **argv, const struct opts *o,
 		cJSON_AddItemToArray(arr, p);
 		cJSON_AddStringToObject(p, "policy", pol_label(i));
 		cJSON_AddBoolToObject(p, "ok", r->ran || (o->model_only && !r->plan_err));
-		if (!r->ran && !o->model_only)
-			cJSON_AddStringToObject(p, "error", err_str(r->err));
+		if (!r->ran && !o->model_only)	/* no error yet: written before it ran */
+			cJSON_AddStringToObject(p, "error", r->err ? err_str(r->err) : "not run yet");
 		if (r->ran) {
 			cJSON_AddItemToObject(p, "step_ns", u64_array(r->step_ns, r->steps));
 			cJSON_AddNumberToObject(p, "step_mean_ns", (double)r->step_mean_ns);
@@ -1947,6 +1947,25 @@ int bench_replay(int argc, char **argv)
 				fprintf(stderr, "  %-9s ran the ZeRO-like plan (fallback): its timing "
 					"model %.1f ms/step\n", pol_label(i), r->sim.step_ns / 1e6);
 			}
+		}
+		/* what it measured now, and in the JSON, so a later policy that is
+		 * cut short (the caller's timeout) loses none of it */
+		run_bounds(res, compute, bw, mdx);
+		if (r->ran)
+			fprintf(stderr, "  %-9s measured: %.1f ms/step (mean of %u), bound %.1f ms "
+				"(step / bound %.2f, at the fastest rates seen so far), NVMe %.1f MB "
+				"read and %.1f MB written a step\n", pol_label(i),
+				r->step_mean_ns / 1e6, r->steps, r->bound_ns / 1e6,
+				r->bound_ns ? (double)r->step_mean_ns / r->bound_ns : 0,
+				r->link_bytes[TC_LINK_NVME_RD] / MB, r->link_bytes[TC_LINK_NVME_WR] / MB);
+		if (o.out) {
+			cJSON *root = result_json(argc, argv, &o, &m, &tr, &cp, bw, bw_src, host,
+						  &hr, res);
+
+			if (!root || write_json(o.out, root))
+				fprintf(stderr, "  %-9s could not write %s yet: it is tried again at the end\n",
+					pol_label(i), o.out);
+			cJSON_Delete(root);
 		}
 	}
 	run_bounds(res, compute, bw, mdx);
