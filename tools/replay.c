@@ -67,6 +67,7 @@ struct opts {
 	double time_limit;	/* s, 0: none */
 	bool host, have_bw, have_batch, pol[NR_POL];
 	uint32_t overlap_layers;	/* --overlap-layers */
+	uint32_t queue_depth, io_kib;	/* --queue-depth, --io-size (0: the library's) */
 	bool model_only;		/* --model-only: the timing model, no replay */
 	bool timeline_all;		/* --timeline-all: every policy's, not only ours */
 	bool verbose;			/* --verbose: the cache's info lines */
@@ -177,6 +178,10 @@ static int usage(void)
 "                      their ratio (the planner's search against its baseline)\n"
 "  --policies LIST     comma list of ours,lru,zero,10cache (default: all)\n"
 "  --table PATH        keep the learnt table there (the cache's table_path)\n"
+"  --queue-depth N     NVMe staging requests in flight, 1-256 (default: the\n"
+"                      library's, 16)\n"
+"  --io-size KiB       NVMe staging request size, a multiple of 4 up to 65536\n"
+"                      (default: the library's, 1024)\n"
 "run:\n"
 "  --steps N           measured steps per policy (default 4)\n"
 "  --warmup N          unmeasured steps first (default 2: profile + first plan)\n"
@@ -325,6 +330,7 @@ enum {
 	O_MODEL = 256, O_LAYERS, O_HIDDEN, O_VOCAB, O_BATCH, O_SEQ, O_TFLOPS, O_ADAM,
 	O_GPU_ADAM, O_GPU_BUDGET, O_PINNED_BUDGET, O_NVME_BUDGET, O_NVME, O_BW, O_HOST,
 	O_POLICIES, O_TABLE, O_STEPS, O_WARMUP, O_PROFILE, O_TIMELINE, O_TIMELINE_ALL, O_PLOT, O_TIME_LIMIT,
+	O_QUEUE_DEPTH, O_IO_SIZE,
 	O_OVERLAP, O_OVERLAP_LAYERS, O_NO_DEFER, O_MODEL_ONLY, O_VERBOSE, O_NO_LAYOUT, O_LAYOUT,
 	O_PLAN_THREADS, O_PLAN_BENCH,
 };
@@ -371,6 +377,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "profile", 1, 0, O_PROFILE }, { "timeline", 1, 0, O_TIMELINE },
 		{ "timeline-all", 0, 0, O_TIMELINE_ALL },
 		{ "plot", 1, 0, O_PLOT }, { "time-limit", 1, 0, O_TIME_LIMIT },
+		{ "queue-depth", 1, 0, O_QUEUE_DEPTH }, { "io-size", 1, 0, O_IO_SIZE },
 		{ "out", 1, 0, 'o' }, { "help", 0, 0, 'h' },
 		{ 0 },
 	};
@@ -426,6 +433,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case O_TIMELINE_ALL: o->timeline_all = true; break;
 		case O_PLOT: o->plot = optarg; break;
 		case O_TIME_LIMIT: bad = parse_double(optarg, &o->time_limit); break;
+		case O_QUEUE_DEPTH: bad = parse_range(optarg, 1, 256, &o->queue_depth); break;
+		case O_IO_SIZE:
+			bad = parse_range(optarg, 4, 65536, &o->io_kib) || o->io_kib % 4;
+			break;
 		case 'o': o->out = optarg; break;
 		case 'h': usage(); return -1;
 		default: return usage();
@@ -1781,6 +1792,8 @@ int bench_replay(int argc, char **argv)
 	} else {
 		tp.flags = o.host ? TENCACHE_F_NO_CUDA : 0;
 		tp.log_level = o.verbose ? TENCACHE_LOG_INFO : TENCACHE_LOG_WARN;
+		tp.queue_depth = o.queue_depth;
+		tp.io_size = o.io_kib * 1024;
 		ret = tencache_init(&tc, &tp);
 		if (ret) {
 			fail("tencache_init", ret);

@@ -13,7 +13,7 @@
 # modelled step; a --bw of 3 or 6 figures, or a zero, is refused.
 # --plan-bench prints ours' laid-out plan's time on --plan-threads 2 and on
 # one thread, the same plan both times, and puts both in the JSON;
-# --plan-threads 17 is refused.
+# --plan-threads 17 is refused, and so are --queue-depth and --io-size out of range.
 # Exit 0 pass, 1 fail.
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" replay-model
@@ -103,6 +103,10 @@ sys.exit(0 if m["plan_ns"] > 0 and m["plan_one_thread_ns"] > 0 else 1)' "$T/pb.j
 	{ echo "FAIL: plan_ns / plan_one_thread_ns not in the JSON"; exit 1; }
 refused "bad value for --plan-threads" replay --model-only --plan-threads 17
 echo "--plan-threads 17 refused"
+for bad in "--queue-depth 0" "--queue-depth 257" "--io-size 6" "--io-size 0" "--io-size 65540"; do
+	refused "bad value for ${bad% *}" replay --model-only $bad
+done
+echo "--queue-depth outside 1-256, --io-size not a multiple of 4 KiB in 4-65536, refused"
 
 for bw in 50,50,4 50,50,4,3,2.5,1 50,0 50,50,4,3,0; do
 	refused "bad value for --bw" replay --model-only --bw $bw

@@ -6,6 +6,7 @@
 # need pinned space: the on-demand steps must push those out (or wait for a
 # running op), and values a plan keeps on the GPU for good whose pinned copy
 # the plan stages out must get NVMe space. Every policy must run its steps.
+# --queue-depth and --io-size set the staging's requests.
 # A pinned budget below the largest optimizer op is refused up front, with
 # what to do. Exit 0 pass, 1 fail.
 set -uo pipefail
@@ -36,8 +37,14 @@ sys.exit(1 if bad or len(res["policies"]) != 4 else 0)
 PY
 }
 
-# detached ops hold 256 MiB of a 293 MiB pinned budget
-run held --hidden 1024 --vocab 16384 --pinned-budget 60%
+# detached ops hold 256 MiB of a 293 MiB pinned budget; staged 4 requests of
+# 64 KiB at a time (--queue-depth, --io-size reach the library)
+run held --hidden 1024 --vocab 16384 --pinned-budget 60% --queue-depth 4 --io-size 64 --verbose
+if ! grep -q "stage: backend .*queue depth 4, 64 KiB requests" "$T/held.txt"; then
+	echo "FAIL: held: no stage line with --queue-depth 4 --io-size 64"
+	grep "stage:" "$T/held.txt"
+	fail=1
+fi
 # the plans keep tensors on the GPU whose pinned copies they stage
 run gpu-staged --hidden 2048 --vocab 32768 --pinned-budget 75%
 
