@@ -678,6 +678,7 @@ struct tc_sjob {
 	struct tc_sjob *next;
 	uint64_t t0, t1;	/* timeline */
 	uint32_t tensor;
+	bool done;		/* its transfer ended (in flight until then) */
 	void *dev_ev;		/* device deps, as they were at push (sstream) */
 	/* host deps: the instance that was latest at push. Taken when the
 	 * worker runs, a later op of this step (queued behind this job)
@@ -696,74 +697,132 @@ struct tc_sjob {
  * are done, which no caller waits for. Jobs depend only on ops issued
  * before them (the latest instance at push), so workers cannot wait for
  * each other in a circle.
+ *
+ * The disk's queue stays full from one tensor to the next: a reader or
+ * writer starts the next job while earlier ones are in flight once its
+ * dependencies are met (up to SJ_FLY jobs), and signals the jobs in queue
+ * order as they complete (an event's instances are done in order).
  */
+enum { SJ_FLY = 4 };
+
+/* the job's dependencies are met: it would not wait */
+static bool sjob_ready(struct tencache_cache *c, const struct tc_sjob *j)
+{
+	for (uint32_t k = 0; k < j->nr_hdeps; k++)
+		if (!tc_hev_reached(c->dev, j->hdep[k].h, j->hdep[k].inst))
+			return false;
+	return !j->dev_ev || c->dev->ops->query(c->dev, j->dev_ev) != 0;
+}
+
+/* the next job, once its dependencies are met (in flight: only if it need
+ * not wait, so that the jobs before it are reaped in time) */
+static struct tc_sjob *sjob_next(struct tencache_cache *c, int w, unsigned nfly)
+{
+	unsigned most = c->tc->p.queue_depth < SJ_FLY ? c->tc->p.queue_depth : SJ_FLY;
+	struct tc_sjob *j;
+
+	pthread_mutex_lock(&c->slock);
+	while (!nfly && !c->shead[w] && !c->sexit)
+		pthread_cond_wait(&c->scond, &c->slock);
+	j = c->shead[w];	/* only this worker takes from its queue */
+	pthread_mutex_unlock(&c->slock);
+	if (!j || (nfly && (w == TC_SJ_SETTLE || nfly >= most || !sjob_ready(c, j))))
+		return NULL;
+	pthread_mutex_lock(&c->slock);
+	c->shead[w] = j->next;
+	if (!c->shead[w]) {
+		c->stail[w] = NULL;
+		pthread_cond_broadcast(&c->scond);	/* quiesce waits for empty */
+	}
+	pthread_mutex_unlock(&c->slock);
+	/* dependencies: device events are waited for here, host ones too */
+	for (uint32_t k = 0; k < j->nr_hdeps; k++)
+		tc_hev_wait(c->dev, j->hdep[k].h, j->hdep[k].inst);
+	if (j->dev_ev) {
+		c->dev->ops->sync(c->dev, j->dev_ev);
+		c->dev->ops->event_destroy(c->dev, j->dev_ev);
+		j->dev_ev = NULL;
+	}
+	if (w == TC_SJ_READ && c->read_lag_ns) {	/* test: a slow disk */
+		struct timespec ts = { c->read_lag_ns / 1000000000ULL,
+				       c->read_lag_ns % 1000000000ULL };
+
+		while (nanosleep(&ts, &ts))
+			;
+	}
+	return j;
+}
+
+/* a transfer ended (res: bytes or -errno): counted, and in the timeline */
+static void sjob_end(struct tencache_cache *c, int w, struct tc_sjob *j, int64_t res)
+{
+	j->t1 = tc_now_ns();
+	j->done = true;
+	if (res < 0) {
+		tc_err(c->tc, "cache: NVMe %s of %llu bytes at %llu failed: %s",
+		       w == TC_SJ_WRITE ? "write" : "read", (unsigned long long)j->len,
+		       (unsigned long long)j->off, strerror((int)-res));
+		__atomic_store_n(&c->stage_err, (int)res, __ATOMIC_RELEASE);
+	}
+	__atomic_add_fetch(&c->st.link_bytes[w == TC_SJ_WRITE ? 3 : 2], j->len, __ATOMIC_RELAXED);
+	tc_exec_timeline_add(c, w == TC_SJ_WRITE ? TC_TL_NVME_WR : TC_TL_NVME_RD, j->tensor,
+			     j->t0, j->t1);
+}
+
 static void *stage_main(struct tencache_cache *c, int w)
 {
 	struct tencache_stage *stage = w == TC_SJ_WRITE ? c->wstage : c->stage;
-	struct tc_sjob *j;
+	struct tc_sjob *head = NULL, **tail = &head, *j;
+	unsigned nfly = 0;
 
 	for (;;) {
-		pthread_mutex_lock(&c->slock);
-		while (!c->shead[w] && !c->sexit)
-			pthread_cond_wait(&c->scond, &c->slock);
-		if (!c->shead[w]) {
-			pthread_mutex_unlock(&c->slock);
-			return NULL;
+		j = sjob_next(c, w, nfly);
+		if (j && w == TC_SJ_SETTLE) {
+			tc_hev_signal(c->dev, &j->ev->h, j->inst);
+			free(j);
+			continue;
 		}
-		j = c->shead[w];
-		c->shead[w] = j->next;
-		if (!c->shead[w]) {
-			c->stail[w] = NULL;
-			pthread_cond_broadcast(&c->scond);	/* quiesce waits for empty */
-		}
-		pthread_mutex_unlock(&c->slock);
-
-		/* dependencies: device events are waited for here, host ones too */
-		for (uint32_t k = 0; k < j->nr_hdeps; k++)
-			tc_hev_wait(c->dev, j->hdep[k].h, j->hdep[k].inst);
-		if (j->dev_ev) {
-			c->dev->ops->sync(c->dev, j->dev_ev);
-			c->dev->ops->event_destroy(c->dev, j->dev_ev);
-		}
-		if (w == TC_SJ_READ && c->read_lag_ns) {	/* test: a slow disk */
-			struct timespec ts = { c->read_lag_ns / 1000000000ULL,
-					       c->read_lag_ns % 1000000000ULL };
-
-			while (nanosleep(&ts, &ts))
-				;
-		}
-		if (w != TC_SJ_SETTLE) {
-			struct tencache_stage_cqe cqe;
+		if (j) {
 			int ret;
 
 			j->t0 = tc_now_ns();
 			ret = w == TC_SJ_WRITE ?
-				tencache_stage_write(stage, c->nvme_fd, j->buf, j->len, j->off, 0, 0) :
-				tencache_stage_read(stage, c->nvme_fd, j->buf, j->len, j->off, 0, 0);
-			if (!ret)
-				ret = tencache_stage_submit(stage);
-			while (ret >= 0) {
-				ret = tencache_stage_wait(stage, 1, &cqe, 1, 0);
-				if (ret == 1) {
-					if (cqe.res < 0)
-						ret = (int)cqe.res;
-					break;
-				}
-			}
-			if (ret < 0) {
-				tc_err(c->tc, "cache: NVMe %s of %llu bytes at %llu failed: %s",
-				       w == TC_SJ_WRITE ? "write" : "read", (unsigned long long)j->len,
-				       (unsigned long long)j->off, strerror(-ret));
-				__atomic_store_n(&c->stage_err, ret, __ATOMIC_RELEASE);
-			}
-			j->t1 = tc_now_ns();
-			__atomic_add_fetch(&c->st.link_bytes[w == TC_SJ_WRITE ? 3 : 2], j->len,
-					   __ATOMIC_RELAXED);
-			tc_exec_timeline_add(c, w == TC_SJ_WRITE ? TC_TL_NVME_WR : TC_TL_NVME_RD,
-					     j->tensor, j->t0, j->t1);
+				tencache_stage_write(stage, c->nvme_fd, j->buf, j->len, j->off,
+						     (uintptr_t)j, 0) :
+				tencache_stage_read(stage, c->nvme_fd, j->buf, j->len, j->off,
+						    (uintptr_t)j, 0);
+			if (ret)
+				sjob_end(c, w, j, ret);
+			else	/* a failure here is the wait's below, which submits again */
+				tencache_stage_submit(stage);
+			*tail = j;
+			tail = &j->next;
+			j->next = NULL;
+			if (++nfly > c->sj_fly_max[w])
+				__atomic_store_n(&c->sj_fly_max[w], nfly, __ATOMIC_RELAXED);
+		} else if (!nfly) {
+			return NULL;	/* nothing queued, and told to exit */
+		} else {
+			struct tencache_stage_cqe cqe;
+			int ret = tencache_stage_wait(stage, 1, &cqe, 1, 0);
+
+			if (ret == 1)
+				sjob_end(c, w, (struct tc_sjob *)(uintptr_t)cqe.user_data, cqe.res);
+			else	/* the ring failed: none of those in flight will end */
+				for (struct tc_sjob *k = head; k; k = k->next)
+					if (!k->done)
+						sjob_end(c, w, k, ret < 0 ? ret : -EIO);
 		}
-		tc_hev_signal(c->dev, &j->ev->h, j->inst);
-		free(j);
+		/* signalled in queue order */
+		while (head && head->done) {
+			j = head;
+			head = j->next;
+			if (!head)
+				tail = &head;
+			nfly--;
+			tc_hev_signal(c->dev, &j->ev->h, j->inst);
+			free(j);
+		}
 	}
 }
 
@@ -2916,6 +2975,15 @@ int tc_exec_test_reject(struct tencache_cache *c, unsigned flags)
 	if (!c || (flags & ~(TC_TEST_REJECT_OWN | TC_TEST_REJECT_LAID | TC_TEST_LAID_INLINE)))
 		return -EINVAL;
 	c->test_reject = flags;
+	return 0;
+}
+
+int tc_exec_test_fly_max(struct tencache_cache *c, unsigned *rd, unsigned *wr)
+{
+	if (!c || !rd || !wr)
+		return -EINVAL;
+	*rd = __atomic_load_n(&c->sj_fly_max[TC_SJ_READ], __ATOMIC_RELAXED);
+	*wr = __atomic_load_n(&c->sj_fly_max[TC_SJ_WRITE], __ATOMIC_RELAXED);
 	return 0;
 }
 

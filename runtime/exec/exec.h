@@ -386,6 +386,7 @@ struct tencache_cache {
 	unsigned test_reject;		/* tc_exec_test_reject: TC_TEST_* */
 	uint64_t kernel_lag_ns, copy_lag_ns;
 	uint64_t read_lag_ns;		/* tc_exec_test_read_lag */
+	unsigned sj_fly_max[2];		/* tc_exec_test_fly_max: reader's, writer's */
 };
 
 /* cache.c */
@@ -469,6 +470,10 @@ int tc_exec_test_place_fail(struct tencache_cache *c, uint32_t n);
 #define TC_TEST_REJECT_LAID	0x2u
 #define TC_TEST_LAID_INLINE	0x4u
 int tc_exec_test_reject(struct tencache_cache *c, unsigned flags);
+/* The most NVMe jobs the reader and the writer have had in flight at once
+ * (the disk's queue kept full from one tensor to the next: stage_main).
+ * -EINVAL: no cache or no pointer. */
+int tc_exec_test_fly_max(struct tencache_cache *c, unsigned *rd, unsigned *wr);
 
 /* setup.c */
 int tc_exec_freeze(struct tencache_cache *c);

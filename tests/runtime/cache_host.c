@@ -6,7 +6,9 @@
  * the planner (planner_layouts, forced by TENCACHE_CACHE_LAYOUT on one run
  * in two, and never with TENCACHE_CACHE_NO_LAYOUT). Also an order change
  * (re-profiling), flush, and every bad input of the cache API; one policy
- * again with the issuer thread (TENCACHE_CACHE_ISSUER). */
+ * again with the issuer thread (TENCACHE_CACHE_ISSUER). With NVMe, a
+ * staging worker starts the next tensor's transfer while earlier ones are
+ * in flight (tc_exec_test_fly_max). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +17,7 @@
 #include <unistd.h>
 
 #include "tencache.h"
+#include "exec/exec.h"	/* tc_exec_test_fly_max */
 #include "step_gen.h"
 #include "test.h"
 
@@ -95,6 +98,7 @@ static int step(struct tencache_cache *c, int swap)
 
 /* plans laid out ahead (setup.c plan_place): the path must be exercised */
 static uint64_t static_layouts, planner_layouts;
+static unsigned fly_rd, fly_wr;	/* the most NVMe jobs in flight at once */
 static unsigned extra_flags;	/* TENCACHE_CACHE_ISSUER: copies by a thread; the layout */
 
 static int run(struct tencache *tc, unsigned policy, int nvme, const char *dir)
@@ -157,8 +161,14 @@ static int run(struct tencache *tc, unsigned policy, int nvme, const char *dir)
 	T_EQ(st.planned_steps, 5);	/* steps 1-4 and 7 (5 broke, 6 re-profiled) */
 	T_CHECK(st.acquires > 0 && st.hits <= st.acquires, "hits %llu of %llu",
 		(unsigned long long)st.hits, (unsigned long long)st.acquires);
-	if (nvme)
+	if (nvme) {
+		unsigned rd, wr;
+
 		T_CHECK(st.link_bytes[2] > 0 && st.link_bytes[3] > 0, "no NVMe traffic");
+		T_EQ(tc_exec_test_fly_max(c, &rd, &wr), 0);
+		fly_rd = rd > fly_rd ? rd : fly_rd;
+		fly_wr = wr > fly_wr ? wr : fly_wr;
+	}
 	snprintf(tl, sizeof(tl), "%s/tencache-timeline-%d.json", dir, getpid());
 	T_EQ(tencache_cache_timeline(c, tl), 0);
 	unlink(tl);
@@ -308,8 +318,16 @@ int main(int argc, char **argv)
 	T_EQ(run(tc, TENCACHE_POLICY_OURS, 0, dir), 0);
 	if (odirect)
 		T_EQ(run(tc, TENCACHE_POLICY_OURS, 1, dir), 0);
-	if (!odirect)
+	if (!odirect) {
 		printf("NVMe tier not tested: %s refuses O_DIRECT\n", dir);
+	} else {
+		/* the next tensor's transfer starts while one is in flight, at
+		 * most 4 at once (stage_main's SJ_FLY) */
+		printf("NVMe jobs in flight at once, at most: %u reads, %u writes\n", fly_rd, fly_wr);
+		T_CHECK(fly_rd >= 2 && fly_rd <= 4 && fly_wr <= 4,
+			"NVMe jobs in flight at once: %u reads, %u writes (want 2-4 reads, at most 4 writes)",
+			fly_rd, fly_wr);
+	}
 	/* at these budgets about a third of the plans fragment the arena */
 	T_CHECK(static_layouts > 0, "no plan was laid out ahead: that path went untested");
 	T_CHECK(planner_layouts > 0, "no plan laid out by the planner ran: that path went untested");
