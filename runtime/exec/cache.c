@@ -730,10 +730,9 @@ static struct tc_sjob *sjob_next(struct tencache_cache *c, int w, unsigned nfly)
 		return NULL;
 	pthread_mutex_lock(&c->slock);
 	c->shead[w] = j->next;
-	if (!c->shead[w]) {
+	if (!c->shead[w])
 		c->stail[w] = NULL;
-		pthread_cond_broadcast(&c->scond);	/* quiesce waits for empty */
-	}
+	c->sbusy[w]++;
 	pthread_mutex_unlock(&c->slock);
 	/* dependencies: device events are waited for here, host ones too */
 	for (uint32_t k = 0; k < j->nr_hdeps; k++)
@@ -769,6 +768,17 @@ static void sjob_end(struct tencache_cache *c, int w, struct tc_sjob *j, int64_t
 			     j->t0, j->t1);
 }
 
+/* j's event is signalled: one job fewer taken and not done (drain waits) */
+static void sjob_signal(struct tencache_cache *c, int w, struct tc_sjob *j)
+{
+	tc_hev_signal(c->dev, &j->ev->h, j->inst);
+	free(j);
+	pthread_mutex_lock(&c->slock);
+	if (!--c->sbusy[w] && !c->shead[w])
+		pthread_cond_broadcast(&c->scond);
+	pthread_mutex_unlock(&c->slock);
+}
+
 static void *stage_main(struct tencache_cache *c, int w)
 {
 	struct tencache_stage *stage = w == TC_SJ_WRITE ? c->wstage : c->stage;
@@ -778,8 +788,7 @@ static void *stage_main(struct tencache_cache *c, int w)
 	for (;;) {
 		j = sjob_next(c, w, nfly);
 		if (j && w == TC_SJ_SETTLE) {
-			tc_hev_signal(c->dev, &j->ev->h, j->inst);
-			free(j);
+			sjob_signal(c, w, j);
 			continue;
 		}
 		if (j) {
@@ -820,8 +829,7 @@ static void *stage_main(struct tencache_cache *c, int w)
 			if (!head)
 				tail = &head;
 			nfly--;
-			tc_hev_signal(c->dev, &j->ev->h, j->inst);
-			free(j);
+			sjob_signal(c, w, j);
 		}
 	}
 }
@@ -2079,11 +2087,14 @@ int tc_exec_drain(struct tencache_cache *c)
 		sorder_synced(c, c->d2h);
 	/* deferred waits of host ops: of the copies above */
 	ret = ret ?: c->dev->ops->stream_sync(c->dev, c->rstream);
+	/* every staging job signalled, planned or not (a plan given up waits
+	 * for its jobs here before on demand takes the stage) */
 	pthread_mutex_lock(&c->slock);
-	while (c->shead[TC_SJ_READ] || c->shead[TC_SJ_WRITE] || c->shead[TC_SJ_SETTLE])
-		pthread_cond_wait(&c->scond, &c->slock);
+	for (int w = 0; w < TC_SJ_NR; w++)
+		while (c->shead[w] || c->sbusy[w])
+			pthread_cond_wait(&c->scond, &c->slock);
 	pthread_mutex_unlock(&c->slock);
-	/* the worker signals after each job: wait for the last one too */
+	/* and every other host event of the plan's ops */
 	for (uint32_t k = 0; k < c->plan.nr_ops && c->planned; k++)
 		if (!ev_is_dev(&c->opev[k]))
 			tc_hev_wait(c->dev, &c->opev[k].h, tc_hev_latest(c->dev, &c->opev[k].h));

@@ -253,6 +253,7 @@ struct tencache_cache {
 	pthread_mutex_t slock;
 	pthread_cond_t scond;
 	struct tc_sjob *shead[TC_SJ_NR], *stail[TC_SJ_NR];
+	unsigned sbusy[TC_SJ_NR];	/* jobs taken by a worker, not yet signalled */
 	uint64_t sq_det_dep[TC_SJ_NR];	/* the last job's det_dep (cache.c det_pending) */
 	struct tencache_stage *wstage;	/* the writer's */
 	int stage_err;
