@@ -679,6 +679,7 @@ struct tc_sjob {
 	uint64_t t0, t1;	/* timeline */
 	uint32_t tensor;
 	bool done;		/* its transfer ended (in flight until then) */
+	uint8_t lane;		/* its slot among the worker's in flight (timeline) */
 	void *dev_ev;		/* device deps, as they were at push (sstream) */
 	/* host deps: the instance that was latest at push. Taken when the
 	 * worker runs, a later op of this step (queued behind this job)
@@ -752,11 +753,14 @@ static struct tc_sjob *sjob_next(struct tencache_cache *c, int w, unsigned nfly)
 	return j;
 }
 
-/* a transfer ended (res: bytes or -errno): counted, and in the timeline */
-static void sjob_end(struct tencache_cache *c, int w, struct tc_sjob *j, int64_t res)
+/* a transfer ended (res: bytes or -errno): counted, in the timeline, and
+ * its lane free */
+static void sjob_end(struct tencache_cache *c, int w, struct tc_sjob *j, int64_t res,
+		     unsigned *lanes)
 {
 	j->t1 = tc_now_ns();
 	j->done = true;
+	*lanes &= ~(1u << j->lane);
 	if (res < 0) {
 		tc_err(c->tc, "cache: NVMe %s of %llu bytes at %llu failed: %s",
 		       w == TC_SJ_WRITE ? "write" : "read", (unsigned long long)j->len,
@@ -764,8 +768,8 @@ static void sjob_end(struct tencache_cache *c, int w, struct tc_sjob *j, int64_t
 		__atomic_store_n(&c->stage_err, (int)res, __ATOMIC_RELEASE);
 	}
 	__atomic_add_fetch(&c->st.link_bytes[w == TC_SJ_WRITE ? 3 : 2], j->len, __ATOMIC_RELAXED);
-	tc_exec_timeline_add(c, w == TC_SJ_WRITE ? TC_TL_NVME_WR : TC_TL_NVME_RD, j->tensor,
-			     j->t0, j->t1);
+	tc_exec_timeline_add(c, w == TC_SJ_WRITE ? TC_TL_NVME_WR : TC_TL_NVME_RD, j->lane,
+			     j->tensor, j->t0, j->t1);
 }
 
 /* j's event is signalled: one job fewer taken and not done (drain waits) */
@@ -783,7 +787,7 @@ static void *stage_main(struct tencache_cache *c, int w)
 {
 	struct tencache_stage *stage = w == TC_SJ_WRITE ? c->wstage : c->stage;
 	struct tc_sjob *head = NULL, **tail = &head, *j;
-	unsigned nfly = 0;
+	unsigned nfly = 0, lanes = 0;	/* lanes: bits of the slots in use */
 
 	for (;;) {
 		j = sjob_next(c, w, nfly);
@@ -795,13 +799,15 @@ static void *stage_main(struct tencache_cache *c, int w)
 			int ret;
 
 			j->t0 = tc_now_ns();
+			j->lane = __builtin_ctz(~lanes);	/* nfly < SJ_FLY: one is free */
+			lanes |= 1u << j->lane;
 			ret = w == TC_SJ_WRITE ?
 				tencache_stage_write(stage, c->nvme_fd, j->buf, j->len, j->off,
 						     (uintptr_t)j, 0) :
 				tencache_stage_read(stage, c->nvme_fd, j->buf, j->len, j->off,
 						    (uintptr_t)j, 0);
 			if (ret)
-				sjob_end(c, w, j, ret);
+				sjob_end(c, w, j, ret, &lanes);
 			else	/* a failure here is the wait's below, which submits again */
 				tencache_stage_submit(stage);
 			*tail = j;
@@ -816,11 +822,12 @@ static void *stage_main(struct tencache_cache *c, int w)
 			int ret = tencache_stage_wait(stage, 1, &cqe, 1, 0);
 
 			if (ret == 1)
-				sjob_end(c, w, (struct tc_sjob *)(uintptr_t)cqe.user_data, cqe.res);
+				sjob_end(c, w, (struct tc_sjob *)(uintptr_t)cqe.user_data, cqe.res,
+					 &lanes);
 			else	/* the ring failed: none of those in flight will end */
 				for (struct tc_sjob *k = head; k; k = k->next)
 					if (!k->done)
-						sjob_end(c, w, k, ret < 0 ? ret : -EIO);
+						sjob_end(c, w, k, ret < 0 ? ret : -EIO, &lanes);
 		}
 		/* signalled in queue order */
 		while (head && head->done) {
@@ -2568,7 +2575,7 @@ static int acquire(struct tencache_cache *c, int id, unsigned flags, void *strea
 	if (waited) {
 		c->st.stall_ns += waited;
 		c->last_stall += waited;
-		tc_exec_timeline_add(c, TC_TL_STALL, id, tc_now_ns() - waited, tc_now_ns());
+		tc_exec_timeline_add(c, TC_TL_STALL, 0, id, tc_now_ns() - waited, tc_now_ns());
 	}
 	*ptr = (flags & TENCACHE_ACQ_HOST) ? pptr(c, t->poff) : gptr(c, t->goff);
 	c->st.decision_ns += tc_now_ns() - t0 - waited;
@@ -2620,7 +2627,7 @@ static int op_close(struct tencache_cache *c, void *s, uint64_t compute_ns, int 
 
 			while (nanosleep(&ts, &ts))
 				;
-			tc_exec_timeline_add(c, TC_TL_HOSTOP, end, t0, tc_now_ns());
+			tc_exec_timeline_add(c, TC_TL_HOSTOP, 0, end, t0, tc_now_ns());
 		}
 		for (uint32_t i = c->op_first_acc; i <= end; i++)
 			if (i < c->nacc_ev) {
@@ -2896,7 +2903,7 @@ int tencache_step_end(struct tencache_cache *c)
 		struct tc_detached *d = &c->det[k];
 
 		if (d->done && !d->in_tl) {
-			tc_exec_timeline_add(c, TC_TL_HOSTOP, d->end, d->t_run, d->t1);
+			tc_exec_timeline_add(c, TC_TL_HOSTOP, 0, d->end, d->t_run, d->t1);
 			d->in_tl = 1;
 		}
 	}

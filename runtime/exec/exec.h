@@ -173,6 +173,7 @@ enum tc_tl_kind {
 
 struct tc_tl_span {
 	uint8_t kind;
+	uint8_t lane;		/* of an NVMe job: its slot among those in flight */
 	uint32_t id;		/* tensor, or access for compute */
 	uint64_t t0, t1;	/* host ns (resolved at step end for device spans) */
 	void *ev0, *ev1;	/* device timing events, until resolved */
@@ -491,7 +492,9 @@ int tc_exec_flush(struct tencache_cache *c);
 
 /* timeline.c */
 void tc_exec_timeline_step(struct tencache_cache *c);
-void tc_exec_timeline_add(struct tencache_cache *c, int kind, uint32_t id,
+/* a span the host timed; lane: an NVMe job's slot (its own track: the
+ * jobs in flight at once overlap), else 0 */
+void tc_exec_timeline_add(struct tencache_cache *c, int kind, unsigned lane, uint32_t id,
 			  uint64_t t0, uint64_t t1);
 /* brackets an async span on stream s: call before (start) and after (end) */
 int tc_exec_timeline_mark(struct tencache_cache *c, void *s, int kind, uint32_t id,

@@ -30,7 +30,7 @@ void tc_exec_timeline_step(struct tencache_cache *c)
 }
 
 /* A span the host timed itself (staging worker, stalls, host ops). */
-void tc_exec_timeline_add(struct tencache_cache *c, int kind, uint32_t id,
+void tc_exec_timeline_add(struct tencache_cache *c, int kind, unsigned lane, uint32_t id,
 			  uint64_t t0, uint64_t t1)
 {
 	struct tc_tl_span *sp;
@@ -41,7 +41,8 @@ void tc_exec_timeline_add(struct tencache_cache *c, int kind, uint32_t id,
 		pthread_mutex_lock(&c->slock);	/* from the staging worker */
 	sp = tl_push(c);
 	if (sp)
-		*sp = (struct tc_tl_span){ .kind = kind, .id = id, .t0 = t0, .t1 = t1 };
+		*sp = (struct tc_tl_span){ .kind = kind, .lane = lane, .id = id, .t0 = t0,
+					   .t1 = t1 };
 	if (kind == TC_TL_NVME_RD || kind == TC_TL_NVME_WR)
 		pthread_mutex_unlock(&c->slock);
 }
@@ -132,6 +133,7 @@ void tc_exec_timeline_free(struct tencache_cache *c)
 
 int tencache_cache_timeline(struct tencache_cache *c, const char *path)
 {
+	unsigned lanes[TC_TL_NR] = { 0 };	/* tracks per kind */
 	FILE *f;
 	int first = 1, ret = 0;
 
@@ -143,20 +145,27 @@ int tencache_cache_timeline(struct tencache_cache *c, const char *path)
 	if (!f)
 		return -errno;
 	fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
-	for (int k = 0; k < TC_TL_NR; k++) {
-		fprintf(f, "%s{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,"
-			"\"args\":{\"name\":\"%s\"}}", first ? "" : ",\n", k + 1, tl_names[k]);
-		first = 0;
-	}
+	for (uint32_t i = 0; i < c->tl_nr; i++)
+		if (c->tl[i].lane >= lanes[c->tl[i].kind])
+			lanes[c->tl[i].kind] = c->tl[i].lane + 1u;
+	/* a track per kind and lane: "NVMe read", "NVMe read 2", ... */
+	for (int k = 0; k < TC_TL_NR; k++)
+		for (unsigned l = 0; l < (lanes[k] ? lanes[k] : 1); l++) {
+			fprintf(f, "%s{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,"
+				"\"tid\":%u,\"args\":{\"name\":\"%s", first ? "" : ",\n",
+				k + 1 + TC_TL_NR * l, tl_names[k]);
+			fprintf(f, l ? " %u\"}}" : "\"}}", l + 1);
+			first = 0;
+		}
 	for (uint32_t i = 0; i < c->tl_nr; i++) {
 		const struct tc_tl_span *sp = &c->tl[i];
 
 		if (sp->ev0 || sp->t1 < sp->t0 || sp->t0 < c->step_t0)
 			continue;	/* unresolved */
 		fprintf(f, ",\n{\"name\":\"%s %u\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":1,"
-			"\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"%s\":%u}}",
+			"\"tid\":%u,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"%s\":%u}}",
 			sp->kind == TC_TL_COMPUTE || sp->kind == TC_TL_HOSTOP ? "op" : "tensor",
-			sp->id, tl_names[sp->kind], sp->kind + 1,
+			sp->id, tl_names[sp->kind], sp->kind + 1u + TC_TL_NR * sp->lane,
 			(sp->t0 - c->step_t0) / 1e3, (sp->t1 - sp->t0) / 1e3,
 			sp->kind == TC_TL_COMPUTE || sp->kind == TC_TL_HOSTOP ? "access" : "tensor",
 			sp->id);

@@ -6,7 +6,8 @@
 # need pinned space: the on-demand steps must push those out (or wait for a
 # running op), and values a plan keeps on the GPU for good whose pinned copy
 # the plan stages out must get NVMe space. Every policy must run its steps.
-# --queue-depth and --io-size set the staging's requests.
+# --queue-depth and --io-size set the staging's requests; the timeline puts
+# NVMe jobs in flight at once on tracks of their own.
 # A pinned budget below the largest optimizer op is refused up front, with
 # what to do. Exit 0 pass, 1 fail.
 set -uo pipefail
@@ -39,12 +40,43 @@ PY
 
 # detached ops hold 256 MiB of a 293 MiB pinned budget; staged 4 requests of
 # 64 KiB at a time (--queue-depth, --io-size reach the library)
-run held --hidden 1024 --vocab 16384 --pinned-budget 60% --queue-depth 4 --io-size 64 --verbose
+run held --hidden 1024 --vocab 16384 --pinned-budget 60% --queue-depth 4 --io-size 64 --verbose \
+	--timeline "$T/held-tl.json"
 if ! grep -q "stage: backend .*queue depth 4, 64 KiB requests" "$T/held.txt"; then
 	echo "FAIL: held: no stage line with --queue-depth 4 --io-size 64"
 	grep "stage:" "$T/held.txt"
 	fail=1
 fi
+# the timeline: NVMe jobs in flight at once go on tracks of their own, so no
+# two spans of a track overlap (Perfetto drops slices that do)
+python3 - "$T/held-tl.json" <<'PY' || fail=1
+import collections, json, sys
+
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+names = {e["tid"]: e["args"]["name"] for e in ev if e["ph"] == "M"}
+tracks = collections.defaultdict(list)
+for e in ev:
+    if e["ph"] == "X":
+        tracks[e["tid"]].append((e["ts"], e["ts"] + e["dur"], e["cat"]))
+bad = []
+for tid, spans in tracks.items():
+    spans.sort()
+    if tid not in names:
+        bad.append("spans on track %d, which has no name" % tid)
+    for a, b in zip(spans, spans[1:]):
+        if b[0] < a[1] - 0.001:
+            bad.append("%s: a span at %.3f starts inside one at %.3f-%.3f" %
+                       (names.get(tid), b[0], a[0], a[1]))
+    if any(s[2] != names.get(tid, "").rstrip(" 0123456789") for s in spans):
+        bad.append("track %s holds other kinds" % names.get(tid))
+nvme = sorted(n for t, n in names.items() if n.startswith("NVMe") and tracks.get(t))
+print("timeline: NVMe tracks used: %s" % ", ".join(nvme))
+if "NVMe read" not in nvme or "NVMe write" not in nvme:
+    bad.append("no NVMe read or write spans")
+for b in bad[:10]:
+    print("FAIL: timeline:", b)
+sys.exit(1 if bad else 0)
+PY
 # the plans keep tensors on the GPU whose pinned copies they stage
 run gpu-staged --hidden 2048 --vocab 32768 --pinned-budget 75%
 

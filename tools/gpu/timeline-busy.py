@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 # timeline-busy.py - how busy each track of a replay's Perfetto timeline was
-# (tencache-bench replay --timeline): per track (H2D, D2H, NVMe read, NVMe
-# write, compute, host op, acquire stall) its busy time (the union of its
-# spans), its first and last span, and its longest idle gaps; then the same
-# for the disk (NVMe read or write). Where the disk sets the step, its idle
+# (tencache-bench replay --timeline): per kind of track (H2D, D2H, NVMe
+# read, NVMe write, compute, host op, acquire stall; the NVMe jobs in flight
+# at once have a track each) its busy time (the union of its spans), its
+# first and last span, and its longest idle gaps; then the same for the
+# disk (NVMe read or write). Where the disk sets the step, its idle
 # time is what the step loses against the bound.
 #   python3 tools/gpu/timeline-busy.py TIMELINE.json [...]
 import collections
@@ -41,11 +42,11 @@ def main(paths):
     for path in paths:
         t = json.load(open(path))
         ev = t["traceEvents"] if isinstance(t, dict) else t
-        names = {e.get("tid"): e["args"].get("name") for e in ev if e.get("ph") == "M"}
+        # by kind (cat): the NVMe jobs in flight at once have a track each
         tracks = collections.defaultdict(list)
         for e in ev:
             if e.get("ph") == "X":
-                tracks[e["tid"]].append((e["ts"], e["ts"] + e["dur"]))
+                tracks[e.get("cat", e["tid"])].append((e["ts"], e["ts"] + e["dur"]))
         if not tracks:
             print("%s: no spans" % path)
             continue
@@ -53,11 +54,10 @@ def main(paths):
         t1 = max(b for s in tracks.values() for _, b in s)
         print("%s: %.1f ms" % (path, (t1 - t0) / 1e3))
         disk = []
-        for tid in sorted(tracks):
-            name = names.get(tid, str(tid))
-            show(name, tracks[tid], t1 - t0)
-            if name.startswith("NVMe"):
-                disk += tracks[tid]
+        for name in sorted(tracks, key=str):
+            show(str(name), tracks[name], t1 - t0)
+            if str(name).startswith("NVMe"):
+                disk += tracks[name]
         if disk:
             show("disk (either)", disk, t1 - t0)
 
