@@ -166,6 +166,7 @@ static int busy_place(struct busy *l, const struct busy *o, double f, uint64_t t
 			l->v[i - 1].b = l->v[i].b;
 			memmove(l->v + i, l->v + i + 1, (l->nr - i - 1) * sizeof(*l->v));
 			l->nr--;
+			i--;	/* the merged interval: what is left goes after it */
 		}
 		t += take;
 		dur -= done;

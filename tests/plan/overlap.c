@@ -404,7 +404,9 @@ static void worker_vs_split(void)
 	w = model_step(&m, &g, &cfg, false);
 	printf("opt-6.7b, 10%%: the best split's modelled step %.1f ms, the worker's order %.1f ms\n",
 	       split / 1e6, w / 1e6);
-	T_CHECK(w < split * 0.97, "worker order: %.1f ms, the best split %.1f", w / 1e6, split / 1e6);
+	/* 1394.3 against 1423.8 ms: 2.1% (5% before sim.c's busy_place kept
+	 * a link's work from overlapping where it filled a gap) */
+	T_CHECK(w < split * 0.99, "worker order: %.1f ms, the best split %.1f", w / 1e6, split / 1e6);
 }
 
 int main(void)
