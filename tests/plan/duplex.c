@@ -4,7 +4,9 @@
  * On a generated OPT-1.3B step at 25% (backward moves parameters in and gradients out at once): a duplex
  * figure at or above the two links' sum changes nothing, a lower one never
  * speeds a step up, and each pair of overlapping copies costs at most the
- * time a half-duplex link (one direction at a time) would add. */
+ * time a half-duplex link (one direction at a time) would add. A disk
+ * that moves both ways at once no faster than by taking turns is one
+ * queue: a step takes at least its reads alone plus its writes alone. */
 #include <errno.h>
 #include <stdio.h>
 
@@ -52,6 +54,23 @@ static void nvme_pair(const struct tc_trace *tr)
 		prev = s;
 	}
 	T_CHECK(prev > base, "no overlap of NVMe reads and writes in the model");
+	/* 5 GB/s both at once is no more than taking turns (7 read, 5 write:
+	 * 5.83 at equal bytes): one queue, which a lower figure leaves as is */
+	T_CHECK(step_ns(tr, &cfg, &pl, 4e9, &sr) == prev,
+		"a disk taking turns got slower with a lower both-at-once figure");
+	/* a virtual disk's rates (1.8 read, 2.7 write, 2.1 both at once): a
+	 * step takes at least its reads alone plus its writes alone */
+	cfg.bw[TC_LINK_NVME_RD] = 1.8e9;
+	cfg.bw[TC_LINK_NVME_WR] = 2.7e9;
+	{
+		uint64_t s = step_ns(tr, &cfg, &pl, 2.1e9, &sr);
+		double turns = (sr.link_bytes[TC_LINK_NVME_RD] / 1.8e9 +
+				sr.link_bytes[TC_LINK_NVME_WR] / 2.7e9) * 1e9;
+
+		printf("NVMe 1.8 read, 2.7 write, 2.1 at once: %.1f ms, reads then writes alone "
+		       "%.1f ms\n", s / 1e6, turns / 1e6);
+		T_CHECK(s >= turns, "the disk moved more than it can taking turns");
+	}
 	cfg.nvme_duplex_bw = -1;
 	{
 		struct tc_plan p2;
