@@ -680,7 +680,9 @@ static double pair_ns(double x, double y, double bw0, double bw1, double dx)
 	return best > 0 ? 1e9 / best : 0;
 }
 
-/* max(compute, each pair of links' least time for its bytes: pair_ns) */
+/* max(compute, each pair of links' least time for its bytes: pair_ns; a
+ * disk that moves both ways at once no faster than by taking turns takes
+ * turns, as in the timing model (plan/sim.c)) */
 static uint64_t bound_ns(uint64_t compute_ns, const uint64_t *bytes, const double *bw,
 			 const double *dx)
 {
@@ -691,7 +693,11 @@ static uint64_t bound_ns(uint64_t compute_ns, const uint64_t *bytes, const doubl
 
 		if (!(bw[l] > 0) || !(bw[l + 1] > 0))
 			continue;
-		t = pair_ns((double)bytes[l], (double)bytes[l + 1], bw[l], bw[l + 1], dx[l / 2]);
+		if (l == TC_LINK_NVME_RD && dx[1] > 0 && dx[1] <= 2 / (1 / bw[l] + 1 / bw[l + 1]))
+			t = ((double)bytes[l] / bw[l] + (double)bytes[l + 1] / bw[l + 1]) * 1e9;
+		else
+			t = pair_ns((double)bytes[l], (double)bytes[l + 1], bw[l], bw[l + 1],
+				    dx[l / 2]);
 		if (t > b)
 			b = (uint64_t)t;
 	}
