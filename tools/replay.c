@@ -555,6 +555,44 @@ static double memcpy_bw(void)
 
 /* ---- the planner's prediction --------------------------------------------- */
 
+/*
+ * The swap file's rates for the timing model (which picks --overlap's Adam
+ * schedule): a cache holding one small tensor calibrates on the same file,
+ * as each policy's cache will, and is gone. Into bw[NVMe read, write] and
+ * *dx (both at once).
+ */
+static int measure_disk(struct tencache *tc, const struct tencache_cache_params *base,
+			double *bw, double *dx)
+{
+	struct tencache_cache_params p = {
+		.flags = base->flags & TENCACHE_CACHE_HOST_MODE, .policy = TENCACHE_POLICY_OURS,
+		.gpu_budget = 64ULL << 20, .nvme_path = base->nvme_path,
+		.pinned_budget = base->pinned_budget < (512ULL << 20) ? base->pinned_budget :
+				 512ULL << 20,
+		.nvme_budget = base->nvme_budget < (1ULL << 30) ? base->nvme_budget : 1ULL << 30,
+	};
+	struct tencache_cache_stats st;
+	struct tencache_cache *c;
+	void *h;
+	int ret;
+
+	p.bw[TC_LINK_H2D] = base->bw[TC_LINK_H2D];	/* host mode: memcpy's, given */
+	p.bw[TC_LINK_D2H] = base->bw[TC_LINK_D2H];
+	ret = tencache_cache_create(tc, &c, &p);
+	if (ret)
+		return ret;
+	ret = tencache_tensor_register(c, 4096, TENCACHE_ROLE_PARAM_FP16);
+	ret = ret < 0 ? ret : tencache_tensor_host(c, ret, &h);	/* calibrates */
+	ret = ret ?: tencache_cache_stats(c, &st, sizeof(st));
+	if (!ret) {
+		bw[TC_LINK_NVME_RD] = st.link_bw[TC_LINK_NVME_RD];
+		bw[TC_LINK_NVME_WR] = st.link_bw[TC_LINK_NVME_WR];
+		*dx = st.duplex_bw[1];
+	}
+	tencache_cache_destroy(c);
+	return ret;
+}
+
 static void plan_cfg(const struct opts *o, const struct tencache_cache_params *cp,
 		     const double *bw, enum tc_policy pol, struct tc_plan_cfg *cfg)
 {
@@ -1844,6 +1882,19 @@ int bench_replay(int argc, char **argv)
 		memcpy(bw, pcfg.bw, sizeof(bw));
 		bw_src = o.model_only ? "the planner's H200 figures (--model-only)" :
 			 "cache calibrates; model and bound use the planner's H200 figures";
+	}
+	/* the model's disk: the swap file's own rates (each policy's cache
+	 * measures them again for its plans and its bound) */
+	if (!o.have_bw && !o.model_only && cp.nvme_budget) {
+		ret = measure_disk(tc, &cp, bw, &o.nvme_duplex);
+		if (ret) {
+			fail("measuring the swap file's rates", ret);
+			goto out;
+		}
+		bw_src = host ? "memcpy measured here, NVMe on the swap file (the model's; each cache "
+				"calibrates its own)" :
+			 "NVMe measured on the swap file, H2D and D2H the planner's H200 figures (the "
+			 "model's; each cache calibrates its own)";
 	}
 
 	/* header */
