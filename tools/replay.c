@@ -731,7 +731,7 @@ static uint64_t bound_ns(uint64_t compute_ns, const uint64_t *bytes, const doubl
 
 		if (!(bw[l] > 0) || !(bw[l + 1] > 0))
 			continue;
-		if (l == TC_LINK_NVME_RD && dx[1] > 0 && dx[1] <= 2 / (1 / bw[l] + 1 / bw[l + 1]))
+		if (l == TC_LINK_NVME_RD && tc_disk_takes_turns(bw[l], bw[l + 1], dx[1]))
 			t = ((double)bytes[l] / bw[l] + (double)bytes[l + 1] / bw[l + 1]) * 1e9;
 		else
 			t = pair_ns((double)bytes[l], (double)bytes[l + 1], bw[l], bw[l + 1],

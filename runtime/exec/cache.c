@@ -727,7 +727,7 @@ static struct tc_sjob *sjob_next(struct tencache_cache *c, int w, unsigned nfly)
 		pthread_cond_wait(&c->scond, &c->slock);
 	j = c->shead[w];	/* only this worker takes from its queue */
 	pthread_mutex_unlock(&c->slock);
-	if (!j || (nfly && (w == TC_SJ_SETTLE || nfly >= most || !sjob_ready(c, j))))
+	if (!j || (nfly && (nfly >= most || !sjob_ready(c, j))))	/* settling: never nfly */
 		return NULL;
 	pthread_mutex_lock(&c->slock);
 	c->shead[w] = j->next;

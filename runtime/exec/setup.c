@@ -95,8 +95,8 @@ static int time_stage(struct tencache_cache *c, struct tencache_stage **st, cons
 
 #define NVME_CAL_BYTES	(256ULL << 20)	/* a swap file sample, where pool and swap allow */
 
-/* The median of three timings of one transfer set (one sample of 32 MiB
- * varied by up to 30% from cache to cache on the GPU machines' disks). */
+/* The median of three timings of one transfer set (one sample varied by
+ * up to 30% from cache to cache on the GPU machines' disks). */
 static int time_stage3(struct tencache_cache *c, struct tencache_stage **st, const int *wr,
 		       const uint64_t *off, int n, uint64_t len, uint64_t *ns)
 {

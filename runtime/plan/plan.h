@@ -318,6 +318,15 @@ struct tc_sim_result {
 	uint64_t nvme_idle_ns, nvme_gap_ns, nvme_gap_at_ns;
 };
 
+/* A disk that moves equal bytes both ways at once (dx) no faster than by
+ * taking turns (reads alone at rd, then writes alone at wr) gains nothing
+ * from doing both: the timing model has it serve its two queues in turn,
+ * and the replay's bound takes turns too. */
+static inline bool tc_disk_takes_turns(double rd, double wr, double dx)
+{
+	return dx > 0 && rd > 0 && wr > 0 && dx <= 2 / (1 / rd + 1 / wr);
+}
+
 /* Replays nsteps (>= 2) steps of the table; reports the last one. Links are
  * FIFO streams in table order; an op starts when its deps are done, its
  * link is free and the memory it allocates has physically been freed. A

@@ -323,15 +323,13 @@ int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 			f[l] = f[l] > 1 ? 1 : f[l] < 0.05 ? 0.05 : f[l];
 		}
 	}
-	/* a disk that moves equal bytes both ways at once no faster than by
-	 * taking turns (reads alone, then writes alone) gains nothing from
-	 * doing both: it serves its read and write queues in turn, each at
-	 * its own rate. The rule above would let a write run at its full
+	/* a disk taking turns serves its read and write queues in turn, each
+	 * at its own rate. The rule above would let a write run at its full
 	 * rate beside a read, faster than such a disk was ever measured (a
 	 * virtual disk: 1.8 read, 2.7 write, 2.1 both at once). */
-	if (cfg->nvme_bytes && cfg->nvme_duplex_bw > 0 &&
-	    cfg->nvme_duplex_bw <= 2 / (1 / cfg->bw[TC_LINK_NVME_RD] + 1 / cfg->bw[TC_LINK_NVME_WR]))
-		one_disk_queue = true;
+	one_disk_queue = cfg->nvme_bytes &&
+			 tc_disk_takes_turns(cfg->bw[TC_LINK_NVME_RD], cfg->bw[TC_LINK_NVME_WR],
+					     cfg->nvme_duplex_bw);
 	gpu.cap = cfg->gpu_bytes;
 	pin.cap = cfg->nvme_bytes ? cfg->pinned_bytes : UINT64_MAX;
 	for (uint32_t t = 0; t < tr->nr_tensors; t++) {
