@@ -166,6 +166,9 @@ static int run(struct tencache *tc, unsigned policy, int nvme, const char *dir)
 
 		T_CHECK(st.link_bytes[2] > 0 && st.link_bytes[3] > 0, "no NVMe traffic");
 		T_EQ(tc_exec_test_fly_max(c, &rd, &wr), 0);
+		T_EQ(tc_exec_test_fly_max(NULL, &rd, &wr), -EINVAL);
+		T_EQ(tc_exec_test_fly_max(c, NULL, &wr), -EINVAL);
+		T_EQ(tc_exec_test_fly_max(c, &rd, NULL), -EINVAL);
 		fly_rd = rd > fly_rd ? rd : fly_rd;
 		fly_wr = wr > fly_wr ? wr : fly_wr;
 	}

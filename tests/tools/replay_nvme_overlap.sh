@@ -6,7 +6,8 @@
 # need pinned space: the on-demand steps must push those out (or wait for a
 # running op), and values a plan keeps on the GPU for good whose pinned copy
 # the plan stages out must get NVMe space. Every policy must run its steps.
-# The model's disk rates are measured on the swap file first.
+# The model's disk rates are measured on the swap file first (a swap file
+# that cannot be made stops the replay there, exit 1).
 # --queue-depth and --io-size set the staging's requests; the timeline puts
 # NVMe jobs in flight at once on tracks of their own.
 # A pinned budget below the largest optimizer op is refused up front, with
@@ -94,6 +95,17 @@ rc=$?
 cat "$T/small.txt"
 if [ "$rc" != 2 ] || ! grep -q "below the largest CPU optimizer op.*raise --pinned-budget" "$T/small.txt"; then
 	echo "FAIL: a pinned budget below the largest optimizer op: exit $rc, want 2 and the advice"
+	fail=1
+fi
+# a swap file that cannot be made: the replay stops at measuring it, says
+# why, and exits 1
+"$BENCH" replay --host --model opt-13b --layers 1 --hidden 1024 --vocab 16384 --gpu-budget 99% \
+	--batch 2 --adam-rate 5e9 --nvme "$T/no-such-dir/swap" --pinned-budget 60% --overlap \
+	> "$T/nodir.txt" 2>&1
+rc=$?
+if [ "$rc" != 1 ] || ! grep -q "measuring the swap file's rates: No such file or directory" "$T/nodir.txt"; then
+	echo "FAIL: a swap file in a missing directory: exit $rc, want 1 and the reason"
+	cat "$T/nodir.txt"
 	fail=1
 fi
 exit $fail
