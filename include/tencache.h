@@ -517,7 +517,17 @@ struct tencache_cache_params {
 					 * with the same tensors skips the warm-up;
 					 * a mismatched or damaged file is ignored
 					 * (logged) and replaced. NULL: none */
-	uint64_t __reserved[8];		/* must be 0 */
+	/*
+	 * What the links move both ways at once, B/s: [0] H2D + D2H, [1] NVMe
+	 * read + write (one disk serves both). 0: measured at create where
+	 * that link's two directions are; else the planner's PCIe figure, and
+	 * for the disk two independent directions. A disk whose rate both at
+	 * once is no more than taking turns (2 / (1/read + 1/write)) is planned
+	 * as one queue. Negative, NaN or infinite rates (here or in bw) are
+	 * -EINVAL.
+	 */
+	double duplex_bw[2];
+	uint64_t __reserved[6];		/* must be 0 */
 };
 
 /* tencache_acquire flags */

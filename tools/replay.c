@@ -162,11 +162,12 @@ static int usage(void)
 "  --pinned-budget B|P%%  pinned bytes with --nvme (%% of all tensor bytes;\n"
 "                      default 50%%)\n"
 "  --nvme-budget B     NVMe bytes (default: all tensor bytes)\n"
-"  --bw H2D,D2H[,NVR,NVW[,NVRW]]  link bandwidths in GB/s, given to the cache and\n"
-"                      the timing model (default: host mode measures memcpy; on a\n"
-"                      GPU the cache calibrates and the model uses the H200\n"
-"                      figures); NVRW: the disk's read + write rate when it serves\n"
-"                      both at once, for the model and its bound (default: the two\n"
+"  --bw H2D,D2H[,NVR,NVW[,NVRW]]  link bandwidths in GB/s, given to the caches\n"
+"                      and the timing model (default: host mode measures memcpy; on\n"
+"                      a GPU each cache calibrates PCIe and the model uses the\n"
+"                      H200 figures; with --nvme the swap file is measured once, for\n"
+"                      the model and every cache); NVRW: the disk's read + write\n"
+"                      rate when it serves both at once (default: the two\n"
 "                      independent)\n"
 "  --host              host mode even with a GPU (always without one)\n"
 "  --model-only        only the planner and its timing model (tc_sim_run) per\n"
@@ -556,10 +557,10 @@ static double memcpy_bw(void)
 /* ---- the planner's prediction --------------------------------------------- */
 
 /*
- * The swap file's rates for the timing model (which picks --overlap's Adam
- * schedule): a cache holding one small tensor calibrates on the same file,
- * as each policy's cache will, and is gone. Into bw[NVMe read, write] and
- * *dx (both at once).
+ * The swap file's rates, for the timing model (which picks --overlap's Adam
+ * schedule) and then given to every policy's cache: a cache holding one
+ * small tensor calibrates on the same file and is gone. Into bw[NVMe read,
+ * write] and *dx (both at once).
  */
 static int measure_disk(struct tencache *tc, const struct tencache_cache_params *base,
 			double *bw, double *dx)
@@ -1861,6 +1862,7 @@ int bench_replay(int argc, char **argv)
 	if (o.have_bw) {
 		memcpy(bw, o.bw, sizeof(bw));
 		memcpy(cp.bw, o.bw, sizeof(cp.bw));
+		cp.duplex_bw[1] = o.nvme_duplex;
 		bw_src = "given (--bw)";
 	} else if (host) {
 		struct tc_plan_cfg d;
@@ -1883,18 +1885,21 @@ int bench_replay(int argc, char **argv)
 		bw_src = o.model_only ? "the planner's H200 figures (--model-only)" :
 			 "cache calibrates; model and bound use the planner's H200 figures";
 	}
-	/* the model's disk: the swap file's own rates (each policy's cache
-	 * measures them again for its plans and its bound) */
+	/* the disk: the swap file's own rates, measured once, for the model
+	 * and every policy's cache (their plans and bounds on one scale) */
 	if (!o.have_bw && !o.model_only && cp.nvme_budget) {
 		ret = measure_disk(tc, &cp, bw, &o.nvme_duplex);
 		if (ret) {
 			fail("measuring the swap file's rates", ret);
 			goto out;
 		}
-		bw_src = host ? "memcpy measured here, NVMe on the swap file (the model's; each cache "
-				"calibrates its own)" :
-			 "NVMe measured on the swap file, H2D and D2H the planner's H200 figures (the "
-			 "model's; each cache calibrates its own)";
+		cp.bw[TC_LINK_NVME_RD] = bw[TC_LINK_NVME_RD];
+		cp.bw[TC_LINK_NVME_WR] = bw[TC_LINK_NVME_WR];
+		cp.duplex_bw[1] = o.nvme_duplex;
+		bw_src = host ? "memcpy measured here, NVMe measured on the swap file (the model's "
+				"and every cache's)" :
+			 "NVMe measured on the swap file (the model's and every cache's), H2D and D2H "
+			 "the planner's H200 figures for the model (each cache calibrates them)";
 	}
 
 	/* header */

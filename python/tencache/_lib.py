@@ -27,7 +27,8 @@ class CacheParams(ctypes.Structure):
     _fields_ = [("flags", c_u32), ("policy", c_u32), ("gpu_budget", c_u64),
                 ("pinned_budget", c_u64), ("nvme_budget", c_u64), ("nvme_path", ctypes.c_char_p),
                 ("warmup_steps", c_u32), ("pad", c_u32), ("bw", ctypes.c_double * 4),
-                ("table_path", ctypes.c_char_p), ("reserved", c_u64 * 8)]
+                ("table_path", ctypes.c_char_p), ("duplex_bw", ctypes.c_double * 2),
+                ("reserved", c_u64 * 6)]
 
 
 class CacheStats(ctypes.Structure):

@@ -18,6 +18,7 @@
  * plan that meets a fragmented arena also ends for the step, and the next
  * step plans again with more room (a re-plan: the order is still known).
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -2134,9 +2135,12 @@ int tencache_cache_create(struct tencache *tc, struct tencache_cache **cp,
 	    p->policy > TENCACHE_POLICY_10CACHE || !p->gpu_budget ||
 	    (p->nvme_budget && !p->nvme_path) || (p->nvme_budget && !p->pinned_budget))
 		return -EINVAL;
-	for (unsigned i = 0; i < 4; i++)
-		if (p->bw[i] < 0)
+	for (unsigned i = 0; i < 6; i++) {
+		double v = i < 4 ? p->bw[i] : p->duplex_bw[i - 4];
+
+		if (!(v >= 0) || isinf(v))
 			return -EINVAL;
+	}
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;

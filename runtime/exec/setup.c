@@ -117,8 +117,8 @@ static int time_stage3(struct tencache_cache *c, struct tencache_stage **st, con
  * The swap file's bandwidths: written first, then read back, as a fresh
  * (fallocated) file reads its unwritten ranges as zeros without touching
  * the disk; then a read and a write at once (one disk serves both: on a
- * shared or virtual disk they add up to less than the two apart). Each
- * the median of three.
+ * shared or virtual disk they add up to less than the two apart), unless
+ * that rate is given (duplex_bw[1]). Each the median of three.
  */
 static int calibrate_nvme(struct tencache_cache *c, uint64_t len)
 {
@@ -127,6 +127,8 @@ static int calibrate_nvme(struct tencache_cache *c, uint64_t len)
 	static const int wr[2] = { 1, 0 }, rd[1] = { 0 };
 	int ret = 0;
 
+	if (c->swap && c->p.duplex_bw[1] > 0)
+		c->nvme_duplex_bw = c->p.duplex_bw[1];
 	if (!c->swap || (c->p.bw[2] > 0 && c->p.bw[3] > 0)) {
 		for (int l = 2; l < 4; l++)
 			c->bw[l] = c->p.bw[l] > 0 ? c->p.bw[l] : 5e9;
@@ -147,7 +149,7 @@ static int calibrate_nvme(struct tencache_cache *c, uint64_t len)
 		c->bw[2] = c->p.bw[2] > 0 ? c->p.bw[2] : len * 1e9 / ns;
 	/* a write of one half while the other is read back */
 	off[1] = half;
-	if (!ret && half && !(c->p.bw[2] > 0) && !(c->p.bw[3] > 0)) {
+	if (!ret && half && !(c->p.bw[2] > 0) && !(c->p.bw[3] > 0) && !(c->p.duplex_bw[1] > 0)) {
 		ret = time_stage3(c, st, wr, off, 2, half, &ns);
 		if (!ret)
 			c->nvme_duplex_bw = 2.0 * half * 1e9 / ns;
@@ -185,7 +187,9 @@ static int calibrate(struct tencache_cache *c, uint64_t pool_bytes)
 		if (!ret)
 			c->bw[dir] = ns[dir] ? len * 1e9 / ns[dir] : 1e12;
 	}
-	if (!ret && len >= 2 * 4096 && !(c->p.bw[0] > 0) && !(c->p.bw[1] > 0)) {
+	if (c->p.duplex_bw[0] > 0) {
+		c->duplex_bw = c->p.duplex_bw[0];
+	} else if (!ret && len >= 2 * 4096 && !(c->p.bw[0] > 0) && !(c->p.bw[1] > 0)) {
 		uint64_t half = len / 2 & ~4095ULL, slow;
 
 		ret = time_copies(c, ev, 3, half, ns);
@@ -200,10 +204,11 @@ static int calibrate(struct tencache_cache *c, uint64_t pool_bytes)
 		if (ev[k / 2][k % 2])
 			c->dev->ops->event_destroy(c->dev, ev[k / 2][k % 2]);
 	if (!ret && c->duplex_bw > 0)
-		tc_info(c->tc, "cache: H2D + D2H at once %.1f GB/s (measured)", c->duplex_bw / 1e9);
+		tc_info(c->tc, "cache: H2D + D2H at once %.1f GB/s (%s)", c->duplex_bw / 1e9,
+			c->p.duplex_bw[0] > 0 ? "given" : "measured");
 	if (!ret && c->nvme_duplex_bw > 0)
-		tc_info(c->tc, "cache: NVMe read + write at once %.1f GB/s (measured)",
-			c->nvme_duplex_bw / 1e9);
+		tc_info(c->tc, "cache: NVMe read + write at once %.1f GB/s (%s)",
+			c->nvme_duplex_bw / 1e9, c->p.duplex_bw[1] > 0 ? "given" : "measured");
 	for (int l = 0; l < 4 && !ret; l++)
 		tc_info(c->tc, "cache: %s %.1f GB/s (%s)", link_names[l], c->bw[l] / 1e9,
 			c->p.bw[l] > 0 ? "given" : l >= 2 && !c->swap ? "no NVMe tier: unused" :

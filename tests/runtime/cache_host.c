@@ -8,10 +8,12 @@
  * (re-profiling), flush, and every bad input of the cache API; one policy
  * again with the issuer thread (TENCACHE_CACHE_ISSUER). With NVMe, a
  * staging worker starts the next tensor's transfer while earlier ones are
- * in flight (tc_exec_test_fly_max). */
+ * in flight (tc_exec_test_fly_max). Rates given in the params, each way
+ * and both ways at once, are the ones the plans use. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -234,6 +236,17 @@ static void bad_input(struct tencache *tc)
 	p.policy = 99;
 	T_EQ(tencache_cache_create(tc, &c, &p), -EINVAL);
 	p.policy = 0;
+	/* rates: negative, NaN or infinite, each way and both at once */
+	for (int i = 0; i < 6; i++) {
+		double *v = i < 4 ? &p.bw[i] : &p.duplex_bw[i - 4];
+		const double bad[3] = { -1.0, NAN, INFINITY };
+
+		for (int k = 0; k < 3; k++) {
+			*v = bad[k];
+			T_EQ(tencache_cache_create(tc, &c, &p), -EINVAL);
+		}
+		*v = 0;
+	}
 	p.nvme_budget = 1 << 20;	/* without a path and a pinned budget */
 	T_EQ(tencache_cache_create(tc, &c, &p), -EINVAL);
 	p.nvme_budget = 0;
@@ -285,6 +298,53 @@ static void bad_input(struct tencache *tc)
 	tencache_cache_destroy(c);
 }
 
+/*
+ * Rates given in the params are the ones the plans use: each way, and both
+ * ways at once (PCIe; the disk, its two ways given or measured).
+ */
+static void given_rates(struct tencache *tc, const char *dir, int odirect)
+{
+	char path[512];
+
+	snprintf(path, sizeof(path), "%s/tencache-rates-test.swap", dir);
+	for (int k = 0; k < (odirect ? 3 : 1); k++) {
+		struct tencache_cache_params p = {
+			.flags = TENCACHE_CACHE_HOST_MODE, .gpu_budget = 4 << 20,
+			.bw = { 10e9, 11e9, 2e9, 3e9 }, .duplex_bw = { 17e9, 2.2e9 },
+		};
+		struct tencache_cache_stats st;
+		struct tencache_cache *c;
+		void *h;
+
+		if (k) {	/* an NVMe tier: the disk's ways given (1), measured (2) */
+			p.pinned_budget = 16 << 20;
+			p.nvme_budget = 64 << 20;
+			p.nvme_path = path;
+		}
+		if (k == 2)
+			p.bw[2] = p.bw[3] = 0;
+		T_EQ(tencache_cache_create(tc, &c, &p), 0);
+		if (t_failures)
+			return;
+		T_EQ(tencache_tensor_register(c, 4096, TENCACHE_ROLE_PARAM_FP16), 0);
+		T_EQ(tencache_tensor_host(c, 0, &h), 0);	/* calibrates */
+		T_EQ(tencache_cache_stats(c, &st, sizeof(st)), 0);
+		T_CHECK(st.link_bw[0] == 10e9 && st.link_bw[1] == 11e9 && st.duplex_bw[0] == 17e9,
+			"PCIe rates %.3g %.3g, both at once %.3g: not those given", st.link_bw[0],
+			st.link_bw[1], st.duplex_bw[0]);
+		/* no NVMe tier: the disk has no both-at-once rate */
+		T_CHECK(st.duplex_bw[1] == (k ? 2.2e9 : 0), "case %d: disk both at once %.3g", k,
+			st.duplex_bw[1]);
+		if (k == 1)
+			T_CHECK(st.link_bw[2] == 2e9 && st.link_bw[3] == 3e9,
+				"disk rates %.3g %.3g: not those given", st.link_bw[2], st.link_bw[3]);
+		if (k == 2)	/* measured, the given both-at-once rate kept */
+			T_CHECK(st.link_bw[2] > 0 && st.link_bw[3] > 0,
+				"disk rates %.3g %.3g: not measured", st.link_bw[2], st.link_bw[3]);
+		tencache_cache_destroy(c);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct tencache_params tp = { .flags = TENCACHE_F_NO_CUDA, .log_level = TENCACHE_LOG_WARN,
@@ -298,6 +358,7 @@ int main(int argc, char **argv)
 		return T_EXIT_FAIL;
 	bad_input(tc);
 	odirect = t_odirect_ok(dir);
+	given_rates(tc, dir, odirect);
 	for (unsigned seed = 1; seed <= 3; seed++) {
 		gen(seed);
 		for (unsigned pol = TENCACHE_POLICY_OURS; pol <= TENCACHE_POLICY_10CACHE; pol++) {

@@ -6,8 +6,9 @@
 # need pinned space: the on-demand steps must push those out (or wait for a
 # running op), and values a plan keeps on the GPU for good whose pinned copy
 # the plan stages out must get NVMe space. Every policy must run its steps.
-# The model's disk rates are measured on the swap file first (a swap file
-# that cannot be made stops the replay there, exit 1).
+# The disk's rates are measured on the swap file once, first, for the model
+# and every policy's cache (a swap file that cannot be made stops the replay
+# there, exit 1).
 # --queue-depth and --io-size set the staging's requests; the timeline puts
 # NVMe jobs in flight at once on tracks of their own.
 # A pinned budget below the largest optimizer op is refused up front, with
@@ -45,12 +46,21 @@ PY
 run held --hidden 1024 --vocab 16384 --pinned-budget 60% --queue-depth 4 --io-size 64 --verbose \
 	--timeline "$T/held-tl.json"
 # the model (which picks the Adam schedule) takes the disk's rates measured
-# on the swap file, not the planner's defaults
-if ! grep -qE "NVMe read [0-9.]+, write [0-9.]+ \(both at once [0-9.]+ in the model\): memcpy measured here, NVMe on the swap file" "$T/held.txt"; then
+# on the swap file, not the planner's defaults; so do the policies' caches,
+# which do not measure the disk again
+if ! grep -qE "NVMe read [0-9.]+, write [0-9.]+ \(both at once [0-9.]+ in the model\): memcpy measured here, NVMe measured on the swap file" "$T/held.txt"; then
 	echo "FAIL: held: the model's disk rates were not measured on the swap file"
 	grep "links" "$T/held.txt"
 	fail=1
 fi
+for what in "NVMe read" "NVMe write" "NVMe read \+ write at once"; do
+	m=$(grep -cE "cache: $what [0-9.]+ GB/s \(measured\)" "$T/held.txt")
+	g=$(grep -cE "cache: $what [0-9.]+ GB/s \(given\)" "$T/held.txt")
+	if [ "$m" != 1 ] || [ "$g" != 4 ]; then
+		echo "FAIL: held: $what measured $m times (want 1) and given to $g caches (want 4)"
+		fail=1
+	fi
+done
 if ! grep -q "stage: backend .*queue depth 4, 64 KiB requests" "$T/held.txt"; then
 	echo "FAIL: held: no stage line with --queue-depth 4 --io-size 64"
 	grep "stage:" "$T/held.txt"
