@@ -722,6 +722,7 @@ static struct tc_sjob *sjob_next(struct tencache_cache *c, int w, unsigned nfly)
 {
 	unsigned most = c->tc->p.queue_depth < SJ_FLY ? c->tc->p.queue_depth : SJ_FLY;
 	struct tc_sjob *j;
+	uint64_t waited;
 
 	pthread_mutex_lock(&c->slock);
 	while (!nfly && !c->shead[w] && !c->sexit)
@@ -736,7 +737,10 @@ static struct tc_sjob *sjob_next(struct tencache_cache *c, int w, unsigned nfly)
 		c->stail[w] = NULL;
 	c->sbusy[w]++;
 	pthread_mutex_unlock(&c->slock);
-	/* dependencies: device events are waited for here, host ones too */
+	/* dependencies: device events are waited for here, host ones too
+	 * (in the timeline where the disk may idle for them: nothing of this
+	 * worker's in flight) */
+	waited = w != TC_SJ_SETTLE && c->timeline_on && !sjob_ready(c, j) ? tc_now_ns() : 0;
 	for (uint32_t k = 0; k < j->nr_hdeps; k++)
 		tc_hev_wait(c->dev, j->hdep[k].h, j->hdep[k].inst);
 	if (j->dev_ev) {
@@ -744,6 +748,9 @@ static struct tc_sjob *sjob_next(struct tencache_cache *c, int w, unsigned nfly)
 		c->dev->ops->event_destroy(c->dev, j->dev_ev);
 		j->dev_ev = NULL;
 	}
+	if (waited)
+		tc_exec_timeline_add(c, w == TC_SJ_WRITE ? TC_TL_NVME_WR_WAIT : TC_TL_NVME_RD_WAIT,
+				     0, j->tensor, waited, tc_now_ns());
 	if (w == TC_SJ_READ && c->read_lag_ns) {	/* test: a slow disk */
 		struct timespec ts = { c->read_lag_ns / 1000000000ULL,
 				       c->read_lag_ns % 1000000000ULL };

@@ -166,9 +166,11 @@ struct tc_tstate {
 	struct tc_xev ready;	/* on demand: its copy / last use on the GPU */
 };
 
+/* _WAIT: a staging worker, nothing of its own in flight, waits for the
+ * dependencies of its next job (a copy, an op, pinned space) */
 enum tc_tl_kind {
 	TC_TL_H2D, TC_TL_D2H, TC_TL_NVME_RD, TC_TL_NVME_WR, TC_TL_COMPUTE,
-	TC_TL_HOSTOP, TC_TL_STALL, TC_TL_NR,
+	TC_TL_HOSTOP, TC_TL_STALL, TC_TL_NVME_RD_WAIT, TC_TL_NVME_WR_WAIT, TC_TL_NR,
 };
 
 struct tc_tl_span {

@@ -13,6 +13,7 @@
 
 static const char *const tl_names[TC_TL_NR] = {
 	"H2D", "D2H", "NVMe read", "NVMe write", "compute", "host op", "acquire stall",
+	"NVMe read wait", "NVMe write wait",
 };
 
 static struct tc_tl_span *tl_push(struct tencache_cache *c)
@@ -33,17 +34,19 @@ void tc_exec_timeline_step(struct tencache_cache *c)
 void tc_exec_timeline_add(struct tencache_cache *c, int kind, unsigned lane, uint32_t id,
 			  uint64_t t0, uint64_t t1)
 {
+	bool worker = kind == TC_TL_NVME_RD || kind == TC_TL_NVME_WR ||
+		      kind == TC_TL_NVME_RD_WAIT || kind == TC_TL_NVME_WR_WAIT;
 	struct tc_tl_span *sp;
 
 	if (!c->timeline_on)
 		return;
-	if (kind == TC_TL_NVME_RD || kind == TC_TL_NVME_WR)
-		pthread_mutex_lock(&c->slock);	/* from the staging worker */
+	if (worker)
+		pthread_mutex_lock(&c->slock);	/* from a staging worker */
 	sp = tl_push(c);
 	if (sp)
 		*sp = (struct tc_tl_span){ .kind = kind, .lane = lane, .id = id, .t0 = t0,
 					   .t1 = t1 };
-	if (kind == TC_TL_NVME_RD || kind == TC_TL_NVME_WR)
+	if (worker)
 		pthread_mutex_unlock(&c->slock);
 }
 

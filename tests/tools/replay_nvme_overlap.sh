@@ -92,9 +92,35 @@ nvme = sorted(n for t, n in names.items() if n.startswith("NVMe") and tracks.get
 print("timeline: NVMe tracks used: %s" % ", ".join(nvme))
 if "NVMe read" not in nvme or "NVMe write" not in nvme:
     bad.append("no NVMe read or write spans")
+# a worker waits for its next job's dependencies only with nothing of its
+# own in flight (the CPU Adam's write-backs wait for their op)
+for kind in ("NVMe read", "NVMe write"):
+    own = [s for t, v in tracks.items() if names.get(t, "").rstrip(" 0123456789") == kind
+           for s in v]
+    for w in (s for t, v in tracks.items() if names.get(t) == kind + " wait" for s in v):
+        if any(a < w[1] - 0.001 and w[0] < b - 0.001 for a, b, _ in own):
+            bad.append("%s wait at %.3f-%.3f overlaps a %s in flight" % (kind, w[0], w[1], kind))
+            break
+if "NVMe write wait" not in nvme:
+    bad.append("no NVMe write wait spans (the write-backs of the CPU Adam's states wait for it)")
 for b in bad[:10]:
     print("FAIL: timeline:", b)
 sys.exit(1 if bad else 0)
+PY
+# timeline-busy.py splits the disk's idle time by what its workers did
+python3 "$TOP/tools/gpu/timeline-busy.py" "$T/held-tl.json" > "$T/busy.txt" || fail=1
+python3 - "$T/busy.txt" <<'PY' || fail=1
+import re, sys
+
+txt = open(sys.argv[1]).read()
+win = float(re.search(r": ([0-9.]+) ms\n", txt).group(1))
+busy = float(re.search(r"disk \(either\)\s+busy\s+([0-9.]+) ms", txt).group(1))
+m = re.search(r"disk idle\s+([0-9.]+) ms: .*dependencies ([0-9.]+) ms .*queued ([0-9.]+) ms", txt)
+print(txt.rstrip().splitlines()[-1].strip())
+if not m or abs(busy + float(m.group(1)) - win) > 0.2 or \
+        abs(float(m.group(2)) + float(m.group(3)) - float(m.group(1))) > 0.2:
+    print("FAIL: timeline-busy: the disk's busy and idle time do not add up to the step")
+    sys.exit(1)
 PY
 # the plans keep tensors on the GPU whose pinned copies they stage
 run gpu-staged --hidden 2048 --vocab 32768 --pinned-budget 75%

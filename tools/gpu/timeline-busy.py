@@ -1,32 +1,34 @@
 #!/usr/bin/env python3
 # timeline-busy.py - how busy each track of a replay's Perfetto timeline was
 # (tencache-bench replay --timeline): per kind of track (H2D, D2H, NVMe
-# read, NVMe write, compute, host op, acquire stall; the NVMe jobs in flight
-# at once have a track each) its busy time (the union of its spans), its
-# first and last span, and its longest idle gaps; then the same for the
-# disk (NVMe read or write). Where the disk sets the step, its idle
-# time is what the step loses against the bound.
+# read, NVMe write, compute, host op, acquire stall, NVMe read / write wait;
+# the NVMe jobs in flight at once have a track each) its busy time (the
+# union of its spans), its first and last span, and its longest idle gaps;
+# then the same for the disk (NVMe read or write), and its idle time split
+# by what the staging workers did: waited for their next job's dependencies
+# (the wait tracks) or had none queued. Where the disk sets the step, its
+# idle time is what the step loses against the bound.
 #   python3 tools/gpu/timeline-busy.py TIMELINE.json [...]
 import collections
 import json
 import sys
 
 
+def merge(spans):
+    """The spans' union as sorted, disjoint intervals."""
+    out = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return out
+
+
 def union(spans):
     """Busy time and the idle gaps between the merged spans (in us)."""
-    spans = sorted(spans)
-    busy, gaps, cur = 0.0, [], None
-    for a, b in spans:
-        if cur is None or a > cur[1]:
-            if cur:
-                busy += cur[1] - cur[0]
-                gaps.append((cur[1], a))
-            cur = [a, b]
-        else:
-            cur[1] = max(cur[1], b)
-    if cur:
-        busy += cur[1] - cur[0]
-    return busy, gaps
+    m = merge(spans)
+    return sum(b - a for a, b in m), [(x[1], y[0]) for x, y in zip(m, m[1:])]
 
 
 def show(name, spans, window):
@@ -56,10 +58,32 @@ def main(paths):
         disk = []
         for name in sorted(tracks, key=str):
             show(str(name), tracks[name], t1 - t0)
-            if str(name).startswith("NVMe"):
+            if str(name) in ("NVMe read", "NVMe write"):
                 disk += tracks[name]
         if disk:
             show("disk (either)", disk, t1 - t0)
+            idle_why(disk, tracks, t0, t1)
+
+
+def covered(gaps, spans):
+    """How much of the gaps the spans cover (us)."""
+    return sum(max(0.0, min(b, d) - max(a, c)) for a, b in gaps for c, d in merge(spans))
+
+
+def idle_why(disk, tracks, t0, t1):
+    """The disk's idle time in the window, split by what its workers did:
+    waited for their next job's dependencies (a copy from the GPU, an op,
+    pinned space), or had no job queued."""
+    _, gaps = union(disk)
+    gaps = [(t0, min(a for a, _ in disk))] + gaps + [(max(b for _, b in disk), t1)]
+    idle = sum(b - a for a, b in gaps)
+    rd = tracks.get("NVMe read wait", [])
+    wr = tracks.get("NVMe write wait", [])
+    either = covered(gaps, rd + wr)
+    print("  disk idle %8.1f ms: a worker waited for its next job's dependencies %.1f ms "
+          "(reader %.1f, writer %.1f), neither had a job queued %.1f ms" % (
+              idle / 1e3, either / 1e3, covered(gaps, rd) / 1e3, covered(gaps, wr) / 1e3,
+              (idle - either) / 1e3))
 
 
 if __name__ == "__main__":
