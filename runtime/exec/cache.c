@@ -19,6 +19,7 @@
  * step plans again with more room (a re-plan: the order is still known).
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -706,6 +707,7 @@ struct tc_sjob {
  * order as they complete (an event's instances are done in order).
  */
 enum { SJ_FLY = 4 };
+#define SJ_BLOCKED_NS	2000	/* a dependency that took longer blocked the worker */
 
 /* the job's dependencies are met: it would not wait */
 static bool sjob_ready(struct tencache_cache *c, const struct tc_sjob *j)
@@ -716,11 +718,29 @@ static bool sjob_ready(struct tencache_cache *c, const struct tc_sjob *j)
 	return !j->dev_ev || c->dev->ops->query(c->dev, j->dev_ev) != 0;
 }
 
+/* A host dependency a worker blocked on, for the timeline: a plan op's
+ * event (its kind and tensor) or an op's end (its access). */
+static void sdep_why(struct tencache_cache *c, const struct tc_hev *h, uint32_t *why,
+		     uint32_t *id)
+{
+	const struct tc_xev *e = (const struct tc_xev *)((const char *)h -
+							   offsetof(struct tc_xev, h));
+
+	if (e >= c->opev && e < c->opev + c->plan.nr_ops) {
+		*why = TC_TL_WHY_OP + c->plan.ops[e - c->opev].kind;
+		*id = c->plan.ops[e - c->opev].tensor;
+	} else if (e >= c->accev && e < c->accev + c->nacc_ev && e - c->accev < c->trace.nr_acc) {
+		*id = (uint32_t)(e - c->accev);
+		*why = c->trace.acc[*id].flags & TC_ACC_HOST ? TC_TL_WHY_HOSTOP : TC_TL_WHY_COMPUTE;
+	}
+}
+
 /* the next job, once its dependencies are met (in flight: only if it need
  * not wait, so that the jobs before it are reaped in time) */
 static struct tc_sjob *sjob_next(struct tencache_cache *c, int w, unsigned nfly)
 {
 	unsigned most = c->tc->p.queue_depth < SJ_FLY ? c->tc->p.queue_depth : SJ_FLY;
+	uint32_t why = TC_TL_WHY_NONE, why_id = 0;
 	struct tc_sjob *j;
 	uint64_t waited;
 
@@ -741,16 +761,25 @@ static struct tc_sjob *sjob_next(struct tencache_cache *c, int w, unsigned nfly)
 	 * (in the timeline where the disk may idle for them: nothing of this
 	 * worker's in flight) */
 	waited = w != TC_SJ_SETTLE && c->timeline_on && !sjob_ready(c, j) ? tc_now_ns() : 0;
-	for (uint32_t k = 0; k < j->nr_hdeps; k++)
+	for (uint32_t k = 0; k < j->nr_hdeps; k++) {
+		uint64_t t = waited ? tc_now_ns() : 0;
+
 		tc_hev_wait(c->dev, j->hdep[k].h, j->hdep[k].inst);
+		if (waited && tc_now_ns() - t > SJ_BLOCKED_NS)
+			sdep_why(c, j->hdep[k].h, &why, &why_id);
+	}
 	if (j->dev_ev) {
+		uint64_t t = waited ? tc_now_ns() : 0;
+
 		c->dev->ops->sync(c->dev, j->dev_ev);
 		c->dev->ops->event_destroy(c->dev, j->dev_ev);
 		j->dev_ev = NULL;
+		if (waited && tc_now_ns() - t > SJ_BLOCKED_NS)
+			why = TC_TL_WHY_COPIES;
 	}
 	if (waited)
-		tc_exec_timeline_add(c, w == TC_SJ_WRITE ? TC_TL_NVME_WR_WAIT : TC_TL_NVME_RD_WAIT,
-				     0, j->tensor, waited, tc_now_ns());
+		tc_exec_timeline_wait(c, w == TC_SJ_WRITE ? TC_TL_NVME_WR_WAIT : TC_TL_NVME_RD_WAIT,
+				      j->tensor, why, why_id, waited, tc_now_ns());
 	if (w == TC_SJ_READ && c->read_lag_ns) {	/* test: a slow disk */
 		struct timespec ts = { c->read_lag_ns / 1000000000ULL,
 				       c->read_lag_ns % 1000000000ULL };

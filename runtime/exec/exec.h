@@ -173,10 +173,16 @@ enum tc_tl_kind {
 	TC_TL_HOSTOP, TC_TL_STALL, TC_TL_NVME_RD_WAIT, TC_TL_NVME_WR_WAIT, TC_TL_NR,
 };
 
+/* what an NVMe wait span waited for last: a plan op (TC_TL_WHY_OP + its
+ * kind, of tensor why_id), an op's end (access why_id), or copies */
+enum { TC_TL_WHY_NONE, TC_TL_WHY_COPIES, TC_TL_WHY_HOSTOP, TC_TL_WHY_COMPUTE, TC_TL_WHY_OP };
+
 struct tc_tl_span {
 	uint8_t kind;
 	uint8_t lane;		/* of an NVMe job: its slot among those in flight */
+	uint8_t why;		/* NVMe wait: TC_TL_WHY_* */
 	uint32_t id;		/* tensor, or access for compute */
+	uint32_t why_id;
 	uint64_t t0, t1;	/* host ns (resolved at step end for device spans) */
 	void *ev0, *ev1;	/* device timing events, until resolved */
 };
@@ -498,6 +504,10 @@ void tc_exec_timeline_step(struct tencache_cache *c);
  * jobs in flight at once overlap), else 0 */
 void tc_exec_timeline_add(struct tencache_cache *c, int kind, unsigned lane, uint32_t id,
 			  uint64_t t0, uint64_t t1);
+/* a staging worker's wait for job id's dependencies (TC_TL_NVME_*_WAIT),
+ * with what it waited for last (TC_TL_WHY_*) */
+void tc_exec_timeline_wait(struct tencache_cache *c, int kind, uint32_t id, unsigned why,
+			   uint32_t why_id, uint64_t t0, uint64_t t1);
 /* brackets an async span on stream s: call before (start) and after (end) */
 int tc_exec_timeline_mark(struct tencache_cache *c, void *s, int kind, uint32_t id,
 			  int end);

@@ -16,6 +16,14 @@ static const char *const tl_names[TC_TL_NR] = {
 	"NVMe read wait", "NVMe write wait",
 };
 
+/* the plan's op kinds, as an NVMe wait names what it waited for */
+static const char *const why_ops[TC_OP_NR] = {
+	[TC_OP_FETCH] = "H2D", [TC_OP_ALLOC] = "GPU alloc", [TC_OP_WRITEBACK] = "D2H",
+	[TC_OP_DROP] = "GPU drop", [TC_OP_STAGE_IN] = "NVMe read",
+	[TC_OP_PALLOC] = "pinned alloc", [TC_OP_STAGE_OUT] = "NVMe write",
+	[TC_OP_PDROP] = "pinned drop",
+};
+
 static struct tc_tl_span *tl_push(struct tencache_cache *c)
 {
 	if (TC_GROW(c->tl, c->tl_cap, c->tl_nr, 1024))
@@ -30,12 +38,11 @@ void tc_exec_timeline_step(struct tencache_cache *c)
 	c->tl_evs_used = 0;
 }
 
-/* A span the host timed itself (staging worker, stalls, host ops). */
-void tc_exec_timeline_add(struct tencache_cache *c, int kind, unsigned lane, uint32_t id,
-			  uint64_t t0, uint64_t t1)
+/* A span the host timed itself (staging workers, stalls, host ops). */
+static void tl_add(struct tencache_cache *c, const struct tc_tl_span *span)
 {
-	bool worker = kind == TC_TL_NVME_RD || kind == TC_TL_NVME_WR ||
-		      kind == TC_TL_NVME_RD_WAIT || kind == TC_TL_NVME_WR_WAIT;
+	bool worker = span->kind == TC_TL_NVME_RD || span->kind == TC_TL_NVME_WR ||
+		      span->kind == TC_TL_NVME_RD_WAIT || span->kind == TC_TL_NVME_WR_WAIT;
 	struct tc_tl_span *sp;
 
 	if (!c->timeline_on)
@@ -44,10 +51,22 @@ void tc_exec_timeline_add(struct tencache_cache *c, int kind, unsigned lane, uin
 		pthread_mutex_lock(&c->slock);	/* from a staging worker */
 	sp = tl_push(c);
 	if (sp)
-		*sp = (struct tc_tl_span){ .kind = kind, .lane = lane, .id = id, .t0 = t0,
-					   .t1 = t1 };
+		*sp = *span;
 	if (worker)
 		pthread_mutex_unlock(&c->slock);
+}
+
+void tc_exec_timeline_add(struct tencache_cache *c, int kind, unsigned lane, uint32_t id,
+			  uint64_t t0, uint64_t t1)
+{
+	tl_add(c, &(struct tc_tl_span){ .kind = kind, .lane = lane, .id = id, .t0 = t0, .t1 = t1 });
+}
+
+void tc_exec_timeline_wait(struct tencache_cache *c, int kind, uint32_t id, unsigned why,
+			   uint32_t why_id, uint64_t t0, uint64_t t1)
+{
+	tl_add(c, &(struct tc_tl_span){ .kind = kind, .id = id, .why = why, .why_id = why_id,
+					.t0 = t0, .t1 = t1 });
 }
 
 int tc_exec_timing_event(struct tencache_cache *c, void **e)
@@ -166,12 +185,21 @@ int tencache_cache_timeline(struct tencache_cache *c, const char *path)
 		if (sp->ev0 || sp->t1 < sp->t0 || sp->t0 < c->step_t0)
 			continue;	/* unresolved */
 		fprintf(f, ",\n{\"name\":\"%s %u\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":1,"
-			"\"tid\":%u,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"%s\":%u}}",
+			"\"tid\":%u,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"%s\":%u",
 			sp->kind == TC_TL_COMPUTE || sp->kind == TC_TL_HOSTOP ? "op" : "tensor",
 			sp->id, tl_names[sp->kind], sp->kind + 1u + TC_TL_NR * sp->lane,
 			(sp->t0 - c->step_t0) / 1e3, (sp->t1 - sp->t0) / 1e3,
 			sp->kind == TC_TL_COMPUTE || sp->kind == TC_TL_HOSTOP ? "access" : "tensor",
 			sp->id);
+		if (sp->why >= TC_TL_WHY_OP && sp->why - TC_TL_WHY_OP < TC_OP_NR)
+			fprintf(f, ",\"waited for\":\"%s of tensor %u\"",
+				why_ops[sp->why - TC_TL_WHY_OP], sp->why_id);
+		else if (sp->why == TC_TL_WHY_HOSTOP || sp->why == TC_TL_WHY_COMPUTE)
+			fprintf(f, ",\"waited for\":\"%s ending at access %u\"",
+				sp->why == TC_TL_WHY_HOSTOP ? "host op" : "GPU op", sp->why_id);
+		else if (sp->why == TC_TL_WHY_COPIES)
+			fprintf(f, ",\"waited for\":\"copies on the GPU's streams\"");
+		fprintf(f, "}}");
 	}
 	fprintf(f, "\n]}\n");
 	if (ferror(f))

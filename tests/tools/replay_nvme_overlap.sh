@@ -69,7 +69,7 @@ fi
 # the timeline: NVMe jobs in flight at once go on tracks of their own, so no
 # two spans of a track overlap (Perfetto drops slices that do)
 python3 - "$T/held-tl.json" <<'PY' || fail=1
-import collections, json, sys
+import collections, json, re, sys
 
 ev = json.load(open(sys.argv[1]))["traceEvents"]
 names = {e["tid"]: e["args"]["name"] for e in ev if e["ph"] == "M"}
@@ -103,6 +103,14 @@ for kind in ("NVMe read", "NVMe write"):
             break
 if "NVMe write wait" not in nvme:
     bad.append("no NVMe write wait spans (the write-backs of the CPU Adam's states wait for it)")
+# a wait names what it waited for last: a plan op of a tensor, an op's end, or copies
+why = [e["args"].get("waited for") for e in ev
+       if e["ph"] == "X" and e["cat"].endswith(" wait") and "waited for" in e["args"]]
+form = re.compile(r"((H2D|GPU alloc|D2H|GPU drop|NVMe read|pinned alloc|NVMe write|pinned drop) "
+                  r"of tensor \d+|(host|GPU) op ending at access \d+|copies on the GPU's streams)$")
+if not why:
+    bad.append("no NVMe wait says what it waited for")
+bad += ["an NVMe wait's \"waited for\" reads %r" % w for w in why if not form.match(w)][:3]
 for b in bad[:10]:
     print("FAIL: timeline:", b)
 sys.exit(1 if bad else 0)
@@ -116,7 +124,7 @@ txt = open(sys.argv[1]).read()
 win = float(re.search(r": ([0-9.]+) ms\n", txt).group(1))
 busy = float(re.search(r"disk \(either\)\s+busy\s+([0-9.]+) ms", txt).group(1))
 m = re.search(r"disk idle\s+([0-9.]+) ms: .*dependencies ([0-9.]+) ms .*queued ([0-9.]+) ms", txt)
-print(txt.rstrip().splitlines()[-1].strip())
+print("\n".join(l.strip() for l in txt.splitlines() if "disk idle" in l or "waited for last" in l))
 if not m or abs(busy + float(m.group(1)) - win) > 0.2 or \
         abs(float(m.group(2)) + float(m.group(3)) - float(m.group(1))) > 0.2:
     print("FAIL: timeline-busy: the disk's busy and idle time do not add up to the step")

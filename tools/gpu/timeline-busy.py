@@ -46,9 +46,14 @@ def main(paths):
         ev = t["traceEvents"] if isinstance(t, dict) else t
         # by kind (cat): the NVMe jobs in flight at once have a track each
         tracks = collections.defaultdict(list)
+        why = collections.defaultdict(list)     # NVMe waits by what they waited for
         for e in ev:
             if e.get("ph") == "X":
                 tracks[e.get("cat", e["tid"])].append((e["ts"], e["ts"] + e["dur"]))
+                if str(e.get("cat", "")).endswith(" wait"):
+                    w = e.get("args", {}).get("waited for", "unknown")
+                    why[w.split(" of tensor")[0].split(" ending at")[0]].append(
+                        (e["ts"], e["ts"] + e["dur"]))
         if not tracks:
             print("%s: no spans" % path)
             continue
@@ -62,7 +67,7 @@ def main(paths):
                 disk += tracks[name]
         if disk:
             show("disk (either)", disk, t1 - t0)
-            idle_why(disk, tracks, t0, t1)
+            idle_why(disk, tracks, why, t0, t1)
 
 
 def covered(gaps, spans):
@@ -70,10 +75,11 @@ def covered(gaps, spans):
     return sum(max(0.0, min(b, d) - max(a, c)) for a, b in gaps for c, d in merge(spans))
 
 
-def idle_why(disk, tracks, t0, t1):
+def idle_why(disk, tracks, why, t0, t1):
     """The disk's idle time in the window, split by what its workers did:
     waited for their next job's dependencies (a copy from the GPU, an op,
-    pinned space), or had no job queued."""
+    pinned space), or had no job queued; and the waits by what they waited
+    for last (they may overlap)."""
     _, gaps = union(disk)
     gaps = [(t0, min(a for a, _ in disk))] + gaps + [(max(b for _, b in disk), t1)]
     idle = sum(b - a for a, b in gaps)
@@ -84,6 +90,10 @@ def idle_why(disk, tracks, t0, t1):
           "(reader %.1f, writer %.1f), neither had a job queued %.1f ms" % (
               idle / 1e3, either / 1e3, covered(gaps, rd) / 1e3, covered(gaps, wr) / 1e3,
               (idle - either) / 1e3))
+    parts = sorted(((covered(gaps, v), k) for k, v in why.items()), reverse=True)
+    if parts:
+        print("    the waits in it, by what they waited for last: %s" % ", ".join(
+            "%s %.1f ms" % (k, v / 1e3) for v, k in parts if v > 0))
 
 
 if __name__ == "__main__":
