@@ -3,8 +3,9 @@
  * side in one run; each run appends a results block (command, machine,
  * figures) to the file given with -o.
  *   io    staging bandwidth: tencache stage (a grid of queue depths and
- *         request sizes) vs O_DIRECT pread/pwrite QD1 vs libaio QD8 1 MiB, on
- *         one file, against the raw block device's read bandwidth (-r)
+ *         request sizes; each also read and written at once, beside taking
+ *         turns) vs O_DIRECT pread/pwrite QD1 vs libaio QD8 1 MiB, on one
+ *         file, against the raw block device's read bandwidth (-r)
  *   pin   time to get N GiB of pinned, GPU-registered memory through each pool
  *         backend, vs cudaHostAlloc and vs cudaHostRegister of malloc memory
  *   copy  pinned<->GPU bandwidth through tencache_copy_async vs raw
@@ -16,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <libaio.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -149,8 +151,10 @@ static double bw(uint64_t bytes, double s)
 	return bytes / s / 1e9;
 }
 
-static int bench_stage(struct tencache *tc, int fd, uint64_t size, uint64_t bs, unsigned qd,
-		       int write, double *gbs)
+/* size bytes from base on, in bs requests, qd at a time; with go, the
+ * timing starts once every party is set up (both ways at once) */
+static int bench_stage(struct tencache *tc, int fd, uint64_t base, uint64_t size, uint64_t bs,
+		       unsigned qd, int write, pthread_barrier_t *go, double *gbs)
 {
 	struct tencache_pool *pool;
 	struct tencache_stage *s;
@@ -162,11 +166,15 @@ static int bench_stage(struct tencache *tc, int fd, uint64_t size, uint64_t bs, 
 	int ret, i, n;
 
 	ret = tencache_pool_create(tc, &pool, pool_size, NULL, 0);
+	if (!ret) {
+		ret = tencache_stage_create(tc, pool, &s);
+		if (ret)
+			tencache_pool_destroy(pool);
+	}
+	if (go)		/* the other party must not wait forever */
+		pthread_barrier_wait(go);
 	if (ret)
 		return ret;
-	ret = tencache_stage_create(tc, pool, &s);
-	if (ret)
-		goto out_pool;
 	ret = tencache_pool_alloc(pool, qd * bs, (void **)&buf);
 	if (ret)
 		goto out_stage;
@@ -176,8 +184,8 @@ static int bench_stage(struct tencache *tc, int fd, uint64_t size, uint64_t bs, 
 		while (inflight < qd && off < size) {
 			char *b = buf + (slot++ % qd) * bs;
 
-			ret = write ? tencache_stage_write(s, fd, b, bs, off, off, 0)
-				    : tencache_stage_read(s, fd, b, bs, off, off, 0);
+			ret = write ? tencache_stage_write(s, fd, b, bs, base + off, off, 0)
+				    : tencache_stage_read(s, fd, b, bs, base + off, off, 0);
 			if (ret == -EAGAIN)
 				break;
 			if (ret)
@@ -208,8 +216,53 @@ static int bench_stage(struct tencache *tc, int fd, uint64_t size, uint64_t bs, 
 	ret = 0;
 out_stage:
 	tencache_stage_destroy(s);
-out_pool:
 	tencache_pool_destroy(pool);
+	return ret;
+}
+
+struct duplex_arg {
+	struct tencache *tc;
+	int fd, ret;
+	uint64_t half, bs;
+	unsigned qd;
+	pthread_barrier_t *go;
+	double gbs;
+};
+
+static void *duplex_writer(void *arg)
+{
+	struct duplex_arg *a = arg;
+
+	a->ret = bench_stage(a->tc, a->fd, a->half, a->half, a->bs, a->qd, 1, a->go, &a->gbs);
+	return NULL;
+}
+
+/*
+ * Both ways at once, as the cache's staging workers run them (a stage
+ * each): the first half read back while the second is written. *gbs: both
+ * halves over the slower one's time, as the cache calibrates it.
+ */
+static int bench_stage_duplex(struct tencache *tc, int fd, uint64_t size, uint64_t bs,
+			      unsigned qd, double *gbs)
+{
+	pthread_barrier_t go;
+	struct duplex_arg w = { .tc = tc, .fd = fd, .half = size / 2, .bs = bs, .qd = qd,
+				.go = &go };
+	pthread_t th;
+	double rd = 0;
+	int ret;
+
+	if (pthread_barrier_init(&go, NULL, 2))
+		return -ENOMEM;
+	ret = -pthread_create(&th, NULL, duplex_writer, &w);
+	if (!ret) {
+		ret = bench_stage(tc, fd, 0, size / 2, bs, qd, 0, &go, &rd);
+		pthread_join(th, NULL);
+		ret = ret ?: w.ret;
+	}
+	pthread_barrier_destroy(&go);
+	if (!ret)	/* each moved size / 2: both over the slower's time */
+		*gbs = 2 * (rd < w.gbs ? rd : w.gbs);
 	return ret;
 }
 
@@ -281,7 +334,10 @@ static int bench_aio(int fd, uint64_t size, uint64_t bs, unsigned qd, int write,
 			ret = ret < 0 ? ret : -EIO;
 			goto out;
 		}
-		n = io_getevents(ctx, 1, qd, ev, NULL);
+		/* EINTR: even with no handler, after a stop and SIGCONT */
+		do
+			n = io_getevents(ctx, 1, qd, ev, NULL);
+		while (n == -EINTR);
 		if (n < 0) {
 			ret = n;
 			goto out;
@@ -317,7 +373,7 @@ static int cmd_io(int argc, char **argv)
 	unsigned nq = 1, nb = 1, iq, ib;
 	struct tencache_params p = { .flags = TENCACHE_F_NO_CUDA, .log_level = TENCACHE_LOG_WARN };
 	struct tencache *tc;
-	double st[IO_MAX_LIST][IO_MAX_LIST][2] = { { { 0 } } }, pio[IO_MAX_LIST][2] = { { 0 } };
+	double st[IO_MAX_LIST][IO_MAX_LIST][3] = { { { 0 } } }, pio[IO_MAX_LIST][2] = { { 0 } };
 	double aio8[2] = { 0 }, aio32[2] = { 0 };
 	double raw_rd[2] = { 0, 0 }, raw_best = 0, best_w = 0, sw = 0, sr = 0, x;
 	unsigned sw_q = 0, sw_b = 0, sr_q = 0, sr_b = 0;
@@ -392,9 +448,12 @@ static int cmd_io(int argc, char **argv)
 				tc = NULL;
 				break;
 			}
-			/* Write first, read back: one figure each. */
+			/* Write first, read back: one figure each; then both at once */
 			for (w = 1; w >= 0 && !ret; w--)
-				ret = bench_stage(tc, fd, size, bs, qds[iq], w, &st[ib][iq][w]);
+				ret = bench_stage(tc, fd, 0, size, bs, qds[iq], w, NULL,
+						  &st[ib][iq][w]);
+			if (!ret && size / 2 >= bs && (size / 2) % bs == 0)
+				ret = bench_stage_duplex(tc, fd, size, bs, qds[iq], &st[ib][iq][2]);
 		}
 		for (w = 1; w >= 0 && !ret; w--)
 			ret = bench_pio(fd, size, bs, w, &pio[ib][w]);
@@ -412,11 +471,18 @@ static int cmd_io(int argc, char **argv)
 		say("# raw device %s, read, libaio 1 MiB, O_DIRECT: QD32 %.3f, QD128 %.3f GB/s "
 		    "(writes are not measured on the raw device: it holds a file system)\n",
 		    rawdev, raw_rd[0], raw_rd[1]);
-	say("%-24s %5s %8s %8s %8s\n", "method", "QD", "req KiB", "write", "read");
+	say("%-24s %5s %8s %8s %8s %8s %8s\n", "method", "QD", "req KiB", "write", "read", "both",
+	    "turns");
 	for (ib = 0; ib < nb; ib++)
 		for (iq = 0; iq < nq; iq++) {
-			say("%-24s %5llu %8llu %8.3f %8.3f\n", "tencache stage", qds[iq], bss[ib],
-			    st[ib][iq][1], st[ib][iq][0]);
+			double *v = st[ib][iq];
+
+			/* both: read + write at once; turns: the two one after the
+			 * other at equal bytes, which both must beat for the disk
+			 * to gain from doing them at once */
+			say("%-24s %5llu %8llu %8.3f %8.3f %8.3f %8.3f\n", "tencache stage", qds[iq],
+			    bss[ib], v[1], v[0], v[2], v[0] > 0 && v[1] > 0 ?
+			    2 / (1 / v[0] + 1 / v[1]) : 0);
 			if (qds[iq] >= 16 && st[ib][iq][1] > sw) {
 				sw = st[ib][iq][1];
 				sw_q = iq;
