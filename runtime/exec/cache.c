@@ -730,8 +730,14 @@ static void sdep_why(struct tencache_cache *c, const struct tc_hev *h, uint32_t 
 		*why = TC_TL_WHY_OP + c->plan.ops[e - c->opev].kind;
 		*id = c->plan.ops[e - c->opev].tensor;
 	} else if (e >= c->accev && e < c->accev + c->nacc_ev && e - c->accev < c->trace.nr_acc) {
-		*id = (uint32_t)(e - c->accev);
-		*why = c->trace.acc[*id].flags & TC_ACC_HOST ? TC_TL_WHY_HOSTOP : TC_TL_WHY_COMPUTE;
+		uint32_t a = (uint32_t)(e - c->accev);
+
+		/* any access of an op ends with it: named by its END access,
+		 * as the timeline names ops */
+		while (!(c->trace.acc[a].flags & TC_ACC_END) && a + 1 < c->trace.nr_acc)
+			a++;
+		*id = a;
+		*why = c->trace.acc[a].flags & TC_ACC_HOST ? TC_TL_WHY_HOSTOP : TC_TL_WHY_COMPUTE;
 	}
 }
 

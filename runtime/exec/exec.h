@@ -271,6 +271,7 @@ struct tencache_cache {
 	struct tc_trace rec;		/* the step being profiled: accesses */
 	struct tc_trace trace;		/* the learnt step */
 	struct tc_plan plan;
+	struct tc_plan_cfg pcfg;	/* the configuration plan was made with */
 	int have_plan;
 	int ours_no_layout;		/* for this trace: the ZeRO-like plan ran */
 	uint8_t laid_out;		/* the plan running was laid out by the planner */

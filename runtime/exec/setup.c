@@ -1551,6 +1551,7 @@ int tc_exec_enter_plan(struct tencache_cache *c)
 			b1);
 	}
 	c->have_plan = 1;
+	c->pcfg = cfg;
 	c->plan_gpu_bytes = plan_bytes;
 	c->plan_pinned_bytes = cfg.pinned_bytes;
 	c->opev = calloc(c->plan.nr_ops + 1, sizeof(*c->opev));

@@ -4,6 +4,7 @@
  * streams, NVMe staging, compute, host ops and the host's stalls in
  * acquire. Device spans are bracketed by timing events and turned into host
  * time at the end of the step, relative to an event recorded at its start.
+ * Beside it, what the timing model said of the same plan's step.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,6 +154,77 @@ void tc_exec_timeline_free(struct tencache_cache *c)
 	c->tl_nr = c->tl_cap = c->tl_evs_nr = c->tl_evs_used = 0;
 }
 
+/* model spans by kind, then start */
+static int span_cmp(const void *a, const void *b)
+{
+	const struct tc_sim_span *x = a, *y = b;
+
+	if (x->what != y->what)
+		return x->what < y->what ? -1 : 1;
+	return (x->t0 > y->t0) - (x->t0 < y->t0);
+}
+
+/*
+ * The timing model's step for the plan that runs, as a second process
+ * ("timing model", pid 2) beside the executor's (pid 1): its copies,
+ * staging and compute, tracks named as the executor's and split into lanes
+ * where spans overlap (Perfetto drops overlapping slices). Only what the
+ * model can say: no waits, no stalls.
+ */
+static int tl_model(struct tencache_cache *c, FILE *f)
+{
+	static const char *const names[TC_SIM_HOSTOP + 1] = {
+		"H2D", "D2H", "NVMe read", "NVMe write", "compute", "host op",
+	};
+	enum { LANES = 16 };
+	struct tc_sim_spans sp = { 0 };
+	struct tc_sim_result sr;
+	struct tc_plan p = c->plan;
+	int64_t lane_end[LANES];
+	uint32_t used = 0, what = UINT32_MAX;
+	int ret;
+
+	if (c->op_goff && c->start_goff) {	/* its static layout (own_sim_ns) */
+		p.op_goff = c->op_goff;
+		p.start_goff = c->start_goff;
+	}
+	ret = tc_sim_run_spans(&c->trace, &c->pcfg, &p, 3, &sr, &sp);
+	if (ret)
+		goto out;
+	qsort(sp.v, sp.nr, sizeof(*sp.v), span_cmp);
+	fprintf(f, ",\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":2,"
+		"\"args\":{\"name\":\"timing model (%.1f ms/step)\"}}", sr.step_ns / 1e6);
+	for (uint32_t i = 0; i < sp.nr; i++) {
+		const struct tc_sim_span *s = &sp.v[i];
+		uint32_t l = 0;
+
+		if (s->what != what) {	/* the next kind's lanes */
+			what = s->what;
+			used = 0;
+		}
+		while (l < used && lane_end[l] > s->t0 && l < LANES - 1)
+			l++;
+		if (l == used) {	/* a new lane: its track */
+			lane_end[l] = s->t1;
+			fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":2,"
+				"\"tid\":%u,\"args\":{\"name\":\"%s", what + 1 + LANES * l,
+				names[what]);
+			fprintf(f, l ? " %u\"}}" : "\"}}", l + 1);
+			used++;
+		}
+		if (s->t1 > lane_end[l])	/* (the last lane may overlap) */
+			lane_end[l] = s->t1;
+		fprintf(f, ",\n{\"name\":\"%s %u\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":2,"
+			"\"tid\":%u,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"%s\":%u}}",
+			what >= TC_SIM_COMPUTE ? "op" : "tensor", s->id, names[what],
+			what + 1 + LANES * l, s->t0 / 1e3, (s->t1 - s->t0) / 1e3,
+			what >= TC_SIM_COMPUTE ? "access" : "tensor", s->id);
+	}
+out:
+	free(sp.v);
+	return ret;
+}
+
 int tencache_cache_timeline(struct tencache_cache *c, const char *path)
 {
 	unsigned lanes[TC_TL_NR] = { 0 };	/* tracks per kind */
@@ -166,7 +238,9 @@ int tencache_cache_timeline(struct tencache_cache *c, const char *path)
 	f = fopen(path, "w");
 	if (!f)
 		return -errno;
-	fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
+	fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n"
+		"{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"executor\"}}");
+	first = 0;
 	for (uint32_t i = 0; i < c->tl_nr; i++)
 		if (c->tl[i].lane >= lanes[c->tl[i].kind])
 			lanes[c->tl[i].kind] = c->tl[i].lane + 1u;
@@ -201,8 +275,10 @@ int tencache_cache_timeline(struct tencache_cache *c, const char *path)
 			fprintf(f, ",\"waited for\":\"copies on the GPU's streams\"");
 		fprintf(f, "}}");
 	}
+	if (c->have_plan && c->planned)	/* what the model said of this step */
+		ret = tl_model(c, f);
 	fprintf(f, "\n]}\n");
-	if (ferror(f))
+	if (ferror(f) && !ret)
 		ret = -EIO;
 	if (fclose(f) && !ret)
 		ret = -errno;

@@ -335,4 +335,23 @@ int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 	       const struct tc_plan *plan, unsigned nsteps,
 	       struct tc_sim_result *res);
 
+/* What the model's last step did, span by span, to set beside an executor's
+ * timeline: a link op (what = its TC_LINK_*, id its tensor) from its start
+ * (its last dur where its time was split among idle gaps) to its end, or an
+ * op's compute (id its END access); ns from the step's start (a copy may
+ * end after the step, or start before it). */
+enum { TC_SIM_COMPUTE = TC_LINK_NR, TC_SIM_HOSTOP };
+struct tc_sim_span {
+	uint32_t what, id;
+	int64_t t0, t1;
+};
+struct tc_sim_spans {
+	struct tc_sim_span *v;	/* grown as needed; the caller frees v */
+	uint32_t nr, cap;
+};
+/* tc_sim_run, keeping the last step's spans in *sp (reused: emptied first) */
+int tc_sim_run_spans(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
+		     const struct tc_plan *plan, unsigned nsteps, struct tc_sim_result *res,
+		     struct tc_sim_spans *sp);
+
 #endif

@@ -274,8 +274,21 @@ static int tier_alloc(struct tier *m, uint64_t ready, uint64_t b, uint64_t *at)
 	return 0;
 }
 
-int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
-	       const struct tc_plan *pl, unsigned nsteps, struct tc_sim_result *res)
+/* the last step's spans (sp non-NULL): a link op or a compute */
+static int span_add(struct tc_sim_spans *sp, unsigned what, uint32_t id, uint64_t t0, uint64_t t1,
+		    uint64_t step_start)
+{
+	if (TC_GROW(sp->v, sp->cap, sp->nr, 1024))
+		return -ENOMEM;
+	sp->v[sp->nr++] = (struct tc_sim_span){ .what = what, .id = id,
+						.t0 = (int64_t)(t0 - step_start),
+						.t1 = (int64_t)(t1 - step_start) };
+	return 0;
+}
+
+static int sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
+		   const struct tc_plan *pl, unsigned nsteps, struct tc_sim_result *res,
+		   struct tc_sim_spans *sp)
 {
 	static const int8_t link_of[TC_OP_NR] = {
 		[TC_OP_FETCH] = TC_LINK_H2D, [TC_OP_WRITEBACK] = TC_LINK_D2H,
@@ -410,6 +423,14 @@ int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 						res->link_bytes[l] += b;
 						busy[l] += dur;
 					}
+					/* from its start, unless its time was split
+					 * among idle gaps: then its last dur */
+					if (last && sp)
+						ret = span_add(sp, (unsigned)l, op->tensor,
+							       op_end[k] - dur > at ? op_end[k] - dur : at,
+							       op_end[k], step_start);
+					if (ret)
+						break;
 				} else {
 					op_end[k] = ready;
 				}
@@ -457,6 +478,8 @@ int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 				}
 				if (last)
 					res->host_ns += a->compute_ns;
+				if (last && sp)
+					ret = span_add(sp, TC_SIM_HOSTOP, i, st, host_free, step_start);
 			} else if (a->flags & TC_ACC_END) {
 				uint64_t st = opready > now ? opready : now;
 
@@ -472,6 +495,8 @@ int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 					acc_end[k] = now;
 				if (last)
 					res->compute_ns += a->compute_ns;
+				if (last && sp && !(a->flags & TC_ACC_HOST))
+					ret = span_add(sp, TC_SIM_COMPUTE, i, st, now, step_start);
 			}
 		}
 	}
@@ -497,5 +522,26 @@ out:
 	free(pin.f.v);
 	free(rg.v);
 	free(rg.at);
+	return ret;
+}
+
+int tc_sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
+	       const struct tc_plan *pl, unsigned nsteps, struct tc_sim_result *res)
+{
+	return sim_run(tr, cfg, pl, nsteps, res, NULL);
+}
+
+int tc_sim_run_spans(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
+		     const struct tc_plan *pl, unsigned nsteps, struct tc_sim_result *res,
+		     struct tc_sim_spans *sp)
+{
+	int ret;
+
+	if (!sp)
+		return -EINVAL;
+	sp->nr = 0;
+	ret = sim_run(tr, cfg, pl, nsteps, res, sp);
+	if (ret)
+		sp->nr = 0;
 	return ret;
 }

@@ -72,32 +72,36 @@ python3 - "$T/held-tl.json" <<'PY' || fail=1
 import collections, json, re, sys
 
 ev = json.load(open(sys.argv[1]))["traceEvents"]
-names = {e["tid"]: e["args"]["name"] for e in ev if e["ph"] == "M"}
+# tracks by process (1: the executor, 2: the timing model) and thread
+names = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev
+         if e["ph"] == "M" and e["name"] == "thread_name"}
+procs = {e["pid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "process_name"}
 tracks = collections.defaultdict(list)
 for e in ev:
     if e["ph"] == "X":
-        tracks[e["tid"]].append((e["ts"], e["ts"] + e["dur"], e["cat"]))
+        tracks[(e["pid"], e["tid"])].append((e["ts"], e["ts"] + e["dur"], e["cat"]))
 bad = []
 for tid, spans in tracks.items():
     spans.sort()
     if tid not in names:
-        bad.append("spans on track %d, which has no name" % tid)
+        bad.append("spans on track %s, which has no name" % (tid,))
     for a, b in zip(spans, spans[1:]):
         if b[0] < a[1] - 0.001:
             bad.append("%s: a span at %.3f starts inside one at %.3f-%.3f" %
                        (names.get(tid), b[0], a[0], a[1]))
     if any(s[2] != names.get(tid, "").rstrip(" 0123456789") for s in spans):
         bad.append("track %s holds other kinds" % names.get(tid))
-nvme = sorted(n for t, n in names.items() if n.startswith("NVMe") and tracks.get(t))
+nvme = sorted(n for t, n in names.items() if t[0] == 1 and n.startswith("NVMe") and tracks.get(t))
 print("timeline: NVMe tracks used: %s" % ", ".join(nvme))
 if "NVMe read" not in nvme or "NVMe write" not in nvme:
     bad.append("no NVMe read or write spans")
 # a worker waits for its next job's dependencies only with nothing of its
 # own in flight (the CPU Adam's write-backs wait for their op)
 for kind in ("NVMe read", "NVMe write"):
-    own = [s for t, v in tracks.items() if names.get(t, "").rstrip(" 0123456789") == kind
-           for s in v]
-    for w in (s for t, v in tracks.items() if names.get(t) == kind + " wait" for s in v):
+    own = [s for t, v in tracks.items()
+           if t[0] == 1 and names.get(t, "").rstrip(" 0123456789") == kind for s in v]
+    for w in (s for t, v in tracks.items() if t[0] == 1 and names.get(t) == kind + " wait"
+              for s in v):
         if any(a < w[1] - 0.001 and w[0] < b - 0.001 for a, b, _ in own):
             bad.append("%s wait at %.3f-%.3f overlaps a %s in flight" % (kind, w[0], w[1], kind))
             break
@@ -111,11 +115,24 @@ form = re.compile(r"((H2D|GPU alloc|D2H|GPU drop|NVMe read|pinned alloc|NVMe wri
 if not why:
     bad.append("no NVMe wait says what it waited for")
 bad += ["an NVMe wait's \"waited for\" reads %r" % w for w in why if not form.match(w)][:3]
+# beside it, the timing model's step for the same plan (pid 2): its staging,
+# and every host op a wait names is one of its ops (by END access)
+model = {e["cat"] for e in ev if e["ph"] == "X" and e["pid"] == 2}
+hostops = {e["args"]["access"] for e in ev if e["ph"] == "X" and e["pid"] == 2
+           and e["cat"] == "host op"}
+if not procs.get(2, "").startswith("timing model") or not {"NVMe read", "NVMe write"} <= model:
+    bad.append("no timing model beside the executor (process %r, kinds %s)" % (procs.get(2), model))
+for w in why:
+    m = re.match(r"host op ending at access (\d+)$", w)
+    if m and int(m.group(1)) not in hostops:
+        bad.append("a wait names access %s, not a host op's end" % m.group(1))
+        break
 for b in bad[:10]:
     print("FAIL: timeline:", b)
 sys.exit(1 if bad else 0)
 PY
-# timeline-busy.py splits the disk's idle time by what its workers did
+# timeline-busy.py splits the disk's idle time by what its workers did, and
+# sets each span beside the model's
 python3 "$TOP/tools/gpu/timeline-busy.py" "$T/held-tl.json" > "$T/busy.txt" || fail=1
 python3 - "$T/busy.txt" <<'PY' || fail=1
 import re, sys
@@ -128,6 +145,10 @@ print("\n".join(l.strip() for l in txt.splitlines() if "disk idle" in l or "wait
 if not m or abs(busy + float(m.group(1)) - win) > 0.2 or \
         abs(float(m.group(2)) + float(m.group(3)) - float(m.group(1))) > 0.2:
     print("FAIL: timeline-busy: the disk's busy and idle time do not add up to the step")
+    sys.exit(1)
+if not re.search(r"^  timing model \([0-9.]+ ms/step\): ", txt, re.M) or \
+        not re.search(r"^    NVMe read +\d+ spans: median +[-+]?[0-9.]+ ms", txt, re.M):
+    print("FAIL: timeline-busy: no timing model, or no NVMe reads set beside the model's")
     sys.exit(1)
 PY
 # the plans keep tensors on the GPU whose pinned copies they stage

@@ -7,7 +7,10 @@
 # then the same for the disk (NVMe read or write), and its idle time split
 # by what the staging workers did: waited for their next job's dependencies
 # (the wait tracks) or had none queued. Where the disk sets the step, its
-# idle time is what the step loses against the bound.
+# idle time is what the step loses against the bound. A timeline that holds
+# the timing model's step too (pid 2) gets the same for it, then each
+# executor span against the model's: how much later it ended, and where
+# the lag grew most.
 #   python3 tools/gpu/timeline-busy.py TIMELINE.json [...]
 import collections
 import json
@@ -44,30 +47,83 @@ def main(paths):
     for path in paths:
         t = json.load(open(path))
         ev = t["traceEvents"] if isinstance(t, dict) else t
-        # by kind (cat): the NVMe jobs in flight at once have a track each
-        tracks = collections.defaultdict(list)
-        why = collections.defaultdict(list)     # NVMe waits by what they waited for
-        for e in ev:
-            if e.get("ph") == "X":
-                tracks[e.get("cat", e["tid"])].append((e["ts"], e["ts"] + e["dur"]))
-                if str(e.get("cat", "")).endswith(" wait"):
-                    w = e.get("args", {}).get("waited for", "unknown")
-                    why[w.split(" of tensor")[0].split(" ending at")[0]].append(
-                        (e["ts"], e["ts"] + e["dur"]))
-        if not tracks:
-            print("%s: no spans" % path)
-            continue
-        t0 = min(a for s in tracks.values() for a, _ in s)
-        t1 = max(b for s in tracks.values() for _, b in s)
-        print("%s: %.1f ms" % (path, (t1 - t0) / 1e3))
-        disk = []
-        for name in sorted(tracks, key=str):
-            show(str(name), tracks[name], t1 - t0)
-            if str(name) in ("NVMe read", "NVMe write"):
-                disk += tracks[name]
-        if disk:
-            show("disk (either)", disk, t1 - t0)
+        procs = {e["pid"]: e["args"]["name"] for e in ev
+                 if e.get("ph") == "M" and e.get("name") == "process_name"}
+        spans = {}
+        for pid in sorted({e.get("pid", 1) for e in ev if e.get("ph") == "X"}):
+            spans[pid] = [e for e in ev if e.get("ph") == "X" and e.get("pid", 1) == pid]
+            one(path if len(spans) == 1 else "  " + procs.get(pid, "pid %d" % pid),
+                spans[pid], pid == 1)
+        if 1 in spans and 2 in spans:
+            compare(spans[1], spans[2])
+
+
+def one(title, ev, executor):
+    """A process's tracks (the executor's, or the timing model's)."""
+    # by kind (cat): the NVMe jobs in flight at once have a track each
+    tracks = collections.defaultdict(list)
+    why = collections.defaultdict(list)     # NVMe waits by what they waited for
+    for e in ev:
+        tracks[e.get("cat", e["tid"])].append((e["ts"], e["ts"] + e["dur"]))
+        if str(e.get("cat", "")).endswith(" wait"):
+            w = e.get("args", {}).get("waited for", "unknown")
+            why[w.split(" of tensor")[0].split(" ending at")[0]].append(
+                (e["ts"], e["ts"] + e["dur"]))
+    if not tracks:
+        print("%s: no spans" % title)
+        return
+    t0 = min(a for s in tracks.values() for a, _ in s)
+    t1 = max(b for s in tracks.values() for _, b in s)
+    print("%s: %.1f ms" % (title, (t1 - t0) / 1e3))
+    disk = []
+    for name in sorted(tracks, key=str):
+        show(str(name), tracks[name], t1 - t0)
+        if str(name) in ("NVMe read", "NVMe write"):
+            disk += tracks[name]
+    if disk:
+        show("disk (either)", disk, t1 - t0)
+        if executor:
             idle_why(disk, tracks, why, t0, t1)
+
+
+def compare(real, model):
+    """Each copy, staging and op of the executor's step against the same one
+    in the model's (the n-th span of a kind and id in each): how much later
+    it ended, and where the lag grew most (what to look at first), on the
+    model's clock."""
+    def by_key(ev):
+        d = collections.defaultdict(list)
+        for e in sorted(ev, key=lambda e: e["ts"]):
+            arg = e.get("args", {})
+            d[(e["cat"], arg.get("tensor", arg.get("access")))].append(e)
+        return d
+    r, m = by_key(real), by_key(model)
+    pairs = collections.defaultdict(list)   # kind: (model start, model end, lag of end, id)
+    for key, ms in m.items():
+        for a, b in zip(r.get(key, []), ms):
+            pairs[key[0]].append((b["ts"], b["ts"] + b["dur"],
+                                  (a["ts"] + a["dur"]) - (b["ts"] + b["dur"]), key[1]))
+    # each clock counts from its own step start (the model's: its last GPU
+    # op before; the executor's: step_begin), so the two are aligned at
+    # the median of every span's lag
+    every = sorted(x[2] for v in pairs.values() for x in v)
+    if not every:
+        return
+    off = every[len(every) // 2]
+    for v in pairs.values():
+        v[:] = [(a, b, lag - off, i) for a, b, lag, i in v]
+    print("  executor against the model (end of each span: the executor's less the model's, "
+          "less their median %+.1f ms):" % (off / 1e3))
+    for kind in sorted(pairs):
+        p = sorted(pairs[kind])
+        lags = sorted(x[2] for x in p)
+        worst = max(p, key=lambda x: x[2])
+        jumps = sorted(((b[2] - a[2], b) for a, b in zip(p, p[1:])), reverse=True)[:3]
+        print("    %-12s %4d spans: median %+8.1f ms, max %+8.1f ms (id %s, due at %.1f); "
+              "lag grew most at: %s" % (
+                  kind, len(p), lags[len(lags) // 2] / 1e3, worst[2] / 1e3, worst[3],
+                  worst[1] / 1e3, ", ".join("id %s due at %.1f (%+.1f ms)" % (
+                      x[3], x[1] / 1e3, d / 1e3) for d, x in jumps if d > 0) or "none"))
 
 
 def covered(gaps, spans):
