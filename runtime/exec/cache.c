@@ -3051,6 +3051,15 @@ int tc_exec_test_fly_max(struct tencache_cache *c, unsigned *rd, unsigned *wr)
 	return 0;
 }
 
+int tc_exec_test_pinned_clear(struct tencache_cache *c, unsigned *met, unsigned *over)
+{
+	if (!c || !met || !over)
+		return -EINVAL;
+	*met = c->pin_soft[0];
+	*over = c->pin_soft[1];
+	return 0;
+}
+
 int tc_exec_test_lag(struct tencache_cache *c, uint64_t kernel_ns, uint64_t copy_ns)
 {
 	if (!c || !(c->p.flags & TENCACHE_CACHE_HOST_MODE))

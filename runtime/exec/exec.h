@@ -272,6 +272,10 @@ struct tencache_cache {
 	struct tc_trace trace;		/* the learnt step */
 	struct tc_plan plan;
 	struct tc_plan_cfg pcfg;	/* the configuration plan was made with */
+	/* the pinned layout running, laid out clear of ranges still in use
+	 * (pinned_place): the residencies that met such ranges, and those it
+	 * put over one all the same (0, 0: not laid out so) */
+	uint32_t pin_soft[2];
 	int have_plan;
 	int ours_no_layout;		/* for this trace: the ZeRO-like plan ran */
 	uint8_t laid_out;		/* the plan running was laid out by the planner */
@@ -485,6 +489,11 @@ int tc_exec_test_reject(struct tencache_cache *c, unsigned flags);
  * (the disk's queue kept full from one tensor to the next: stage_main).
  * -EINVAL: no cache or no pointer. */
 int tc_exec_test_fly_max(struct tencache_cache *c, unsigned *rd, unsigned *wr);
+/* The pinned layout running (pinned_place): *met, its residencies whose
+ * range met ranges still in use in the timing model (their last users
+ * running on); *over, those placed over one all the same; 0 and 0 where it
+ * was not laid out clear of them. -EINVAL: no cache or no pointer. */
+int tc_exec_test_pinned_clear(struct tencache_cache *c, unsigned *met, unsigned *over);
 
 /* setup.c */
 int tc_exec_freeze(struct tencache_cache *c);

@@ -536,18 +536,24 @@ static int gpu_fits(struct tencache_cache *c, const struct tc_plan *pl,
  */
 struct tc_res {
 	uint64_t s, e;		/* on the circle: 0 <= s < T, s < e <= s + T */
+	uint64_t e2;		/* e, or later: where its space is free in fact
+				 * (its last users done, in the timing model) */
 	uint64_t len, off;
 	uint32_t tensor;
 	int dead;		/* a start residency merged into the step's last */
 	int fixed;		/* placed already (pinned for good): off is its own */
 };
 
-static int res_overlap(const struct tc_res *a, const struct tc_res *b, uint64_t T)
+/* a and b overlap in time: up to their ends e, or (soft) e2 */
+static int res_overlap(const struct tc_res *a, const struct tc_res *b, uint64_t T, bool soft)
 {
-	for (int k = -1; k <= 1; k++) {
-		int64_t bs = (int64_t)b->s + k * (int64_t)T, be = (int64_t)b->e + k * (int64_t)T;
+	int64_t ae = (int64_t)(soft ? a->e2 : a->e);
 
-		if ((int64_t)a->s < be && bs < (int64_t)a->e)
+	for (int k = -1; k <= 1; k++) {
+		int64_t bs = (int64_t)b->s + k * (int64_t)T;
+		int64_t be = (int64_t)(soft ? b->e2 : b->e) + k * (int64_t)T;
+
+		if ((int64_t)a->s < be && bs < ae)
 			return 1;
 	}
 	return 0;
@@ -567,11 +573,41 @@ static int res_by_size(const void *x, const void *y, void *arg)
 	return a->s < b->s ? -1 : a->s > b->s;
 }
 
-static int u64_pair_cmp(const void *x, const void *y)
+static int u64_first_cmp(const void *x, const void *y)
 {
 	const uint64_t *a = x, *b = y;
 
 	return a[0] < b[0] ? -1 : a[0] > b[0];
+}
+
+/* Where len fits among the busy (offset, length, soft) triples, sorted by
+ * offset: the lowest offset (first fit) or the smallest gap (best fit);
+ * soft ones count only with soft. */
+static uint64_t fit_at(const uint64_t *busy, uint32_t nb, uint64_t len, bool best, bool soft)
+{
+	uint64_t at = 0, end = 0, gap = UINT64_MAX;
+
+	for (uint32_t b = 0; b <= nb; b++) {
+		uint64_t next = b < nb ? busy[3 * b] : UINT64_MAX;
+
+		if (b < nb && busy[3 * b + 2] && !soft)
+			continue;
+		if (!best) {
+			if (next >= at + len)
+				return at;
+			if (busy[3 * b] + busy[3 * b + 1] > at)
+				at = busy[3 * b] + busy[3 * b + 1];
+			continue;
+		}
+		/* each gap from the busy end so far to the next start */
+		if (next > end && next - end >= len && next - end < gap) {
+			gap = next - end;
+			at = end;
+		}
+		if (b < nb && busy[3 * b] + busy[3 * b + 1] > end)
+			end = busy[3 * b] + busy[3 * b + 1];
+	}
+	return at;
 }
 
 /* Where a layout failed: a residency's access window and the bytes over. */
@@ -618,14 +654,15 @@ static int res_by_area(const void *x, const void *y, void *arg)
  */
 static uint64_t place_order(const struct tc_plan *pl, struct tc_res *r, uint32_t nres,
 			    const uint32_t *order, uint64_t *busy, uint64_t T, uint64_t cap,
-			    bool best, bool whole, struct place_fail *pf)
+			    bool best, bool whole, struct place_fail *pf, uint32_t *soft)
 {
 	uint64_t height = 0;
 
+	soft[0] = soft[1] = 0;
 	for (uint32_t n = 0; n < nres; n++) {
 		struct tc_res *x = &r[order[n]];
-		uint32_t nb = 0;
-		uint64_t at = 0;
+		uint32_t nb = 0, nsoft = 0;
+		uint64_t at;
 
 		if (x->fixed && !x->dead && x->off + x->len > height)
 			height = x->off + x->len;
@@ -634,32 +671,30 @@ static uint64_t place_order(const struct tc_plan *pl, struct tc_res *r, uint32_t
 			continue;
 		for (uint32_t m = 0; m < n; m++) {
 			const struct tc_res *y = &r[order[m]];
+			int hard = !y->dead && res_overlap(x, y, T, false);
 
-			if (!y->dead && res_overlap(x, y, T)) {
-				busy[2 * nb] = y->off;
-				busy[2 * nb++ + 1] = y->len;
+			if (hard || (!y->dead && res_overlap(x, y, T, true))) {
+				busy[3 * nb] = y->off;
+				busy[3 * nb + 1] = y->len;
+				busy[3 * nb++ + 2] = !hard;
+				nsoft += !hard;
 			}
 		}
-		qsort(busy, nb, 2 * sizeof(*busy), u64_pair_cmp);
-		if (best) {	/* each gap from the busy end so far to the next start */
-			uint64_t end = 0, gap = UINT64_MAX;
-
-			for (uint32_t b = 0; b <= nb; b++) {
-				uint64_t next = b < nb ? busy[2 * b] : UINT64_MAX;
-
-				if (next > end && next - end >= x->len && next - end < gap) {
-					gap = next - end;
-					at = end;
-				}
-				if (b < nb && busy[2 * b] + busy[2 * b + 1] > end)
-					end = busy[2 * b] + busy[2 * b + 1];
-			}
-		} else {
-			for (uint32_t b = 0; b < nb && busy[2 * b] < at + x->len; b++)
-				if (busy[2 * b] + busy[2 * b + 1] > at)
-					at = busy[2 * b] + busy[2 * b + 1];
-		}
+		qsort(busy, nb, 3 * sizeof(*busy), u64_first_cmp);
+		/* clear of the ranges still in use in fact, where that fits */
+		at = fit_at(busy, nb, x->len, best, nsoft > 0);
+		if (nsoft && at + x->len > cap)
+			at = fit_at(busy, nb, x->len, best, false);
 		x->off = at;
+		if (nsoft) {	/* soft[0]: had such ranges; soft[1]: lies over one */
+			soft[0]++;
+			for (uint32_t b = 0; b < nb; b++)
+				if (busy[3 * b + 2] && busy[3 * b] < at + x->len &&
+				    at < busy[3 * b] + busy[3 * b + 1]) {
+					soft[1]++;
+					break;
+				}
+		}
 		if (at + x->len > height)
 			height = at + x->len;
 		if (at + x->len > cap && pf) {	/* op k is at time k + 1, the step's start at 0 */
@@ -683,6 +718,12 @@ struct tier_layout {
 	int pinned;			/* values pinned for good keep their place */
 	int thorough;			/* try more orders, and best fit */
 	uint64_t align, cap;
+	/* per op, optional: where a residency that op closes ends (at least
+	 * the op's own k + 1: later while its last users run on) */
+	const uint64_t *close_at;
+	/* out, optional: of the layout made, the residencies that met ranges
+	 * still in use (close_at), and those placed over one all the same */
+	uint32_t *soft;
 };
 
 /* The orders lay_out tries, the last four only where thorough. Best fit and
@@ -717,6 +758,7 @@ static int lay_out(struct tencache_cache *c, const struct tc_plan *pl,
 	uint64_t *busy = NULL;
 	struct tc_res *r = NULL;
 	int fits = 0, placed = 0, ret = -ENOMEM;
+	uint32_t soft_tmp[2], *soft = tl->soft ? tl->soft : soft_tmp;
 
 	r = calloc((size_t)c->nr + pl->nr_ops + 1, sizeof(*r));
 	op_res = malloc(((size_t)pl->nr_ops + 1) * sizeof(*op_res));
@@ -730,7 +772,7 @@ static int lay_out(struct tencache_cache *c, const struct tc_plan *pl,
 		if (tl->pinned && c->t[t].pinned_home) {	/* there all along */
 			if (c->t[t].poff < 0)
 				goto out;
-			r[nres++] = (struct tc_res){ .s = 0, .e = T, .tensor = t, .fixed = 1,
+			r[nres++] = (struct tc_res){ .s = 0, .e = T, .e2 = T, .tensor = t, .fixed = 1,
 						     .off = (uint64_t)c->t[t].poff };
 		} else if (tl->start[t] & 1) {
 			r[nres] = (struct tc_res){ .s = 0, .tensor = t };
@@ -754,6 +796,7 @@ static int lay_out(struct tencache_cache *c, const struct tc_plan *pl,
 			if (open[t] < 0)
 				goto out;
 			r[open[t]].e = k + 1;
+			r[open[t]].e2 = tl->close_at ? tl->close_at[k] : k + 1;
 			open[t] = -1;
 		}
 	}
@@ -766,16 +809,22 @@ static int lay_out(struct tencache_cache *c, const struct tc_plan *pl,
 		if (startres[t] < 0)
 			goto out;
 		if (open[t] == startres[t]) {
-			r[open[t]].e = T;	/* resident all step */
+			r[open[t]].e = r[open[t]].e2 = T;	/* resident all step */
 		} else {
 			r[open[t]].e = T + r[startres[t]].e;
+			r[open[t]].e2 = T + r[startres[t]].e2;
 			r[startres[t]].dead = 1;
 		}
 	}
-	for (uint32_t i = 0; i < nres; i++)
+	for (uint32_t i = 0; i < nres; i++) {
 		r[i].len = TC_ALIGN_UP(c->t[r[i].tensor].bytes, tl->align);
+		if (r[i].e2 < r[i].e)
+			r[i].e2 = r[i].e;
+		if (r[i].e2 > r[i].s + T)
+			r[i].e2 = r[i].s + T;
+	}
 	order = malloc(nres * sizeof(*order));
-	busy = malloc(2 * (size_t)nres * sizeof(*busy));
+	busy = malloc(3 * (size_t)nres * sizeof(*busy));
 	if (!order || !busy) {
 		ret = -ENOMEM;
 		goto out;
@@ -789,7 +838,7 @@ static int lay_out(struct tencache_cache *c, const struct tc_plan *pl,
 			order[i] = i;
 		qsort_r(order, nres, sizeof(*order), lay_passes[pass].cmp, r);
 		h = place_order(pl, r, nres, order, busy, T, tl->cap, lay_passes[pass].best,
-				height != NULL, pass ? NULL : pf);
+				height != NULL, pass ? NULL : pf, soft);
 		placed = h <= tl->cap;
 		if (height && (!pass || h < *height))
 			*height = h;
@@ -837,6 +886,64 @@ static int plan_place(struct tencache_cache *c, const struct tc_plan *pl, struct
 }
 
 /*
+ * Where each PDROP's range is free in fact, for the pinned layout: the plan
+ * frees a range when the host issues its PDROP, but the space is free only
+ * once its last users are done (a detached CPU Adam may run on for tens of
+ * ms), and a read laid out there waits for them while the timing model,
+ * which counts bytes, had it start at once into other free space: on the
+ * development VM such waits idled the disk 29 of 65 ms a step (the
+ * timeline's NVMe waits against the model's step). From the model's last
+ * step: close_at[k] = j + 1 for the first op j the host issues once PDROP
+ * k's users are done (the step's end if none), else k + 1. The layout puts
+ * each range clear of those until then where that fits (tc_res.e2). NULL
+ * where the model cannot run or memory is short.
+ */
+static uint64_t *pinned_close_at(struct tencache_cache *c)
+{
+	uint32_t n = c->plan.nr_ops;
+	int64_t *iss = malloc((n ? n : 1) * sizeof(*iss)), *done = malloc((n ? n : 1) * sizeof(*done));
+	uint64_t *at = malloc((n ? n : 1) * sizeof(*at));
+	struct tc_sim_spans sp = { .op_issue = iss, .op_done = done };
+	struct tc_plan p = c->plan;
+	struct tc_sim_result sr;
+
+	if (c->op_goff && c->start_goff) {	/* its static layout (own_sim_ns) */
+		p.op_goff = c->op_goff;
+		p.start_goff = c->start_goff;
+	}
+	if (!iss || !done || !at || tc_sim_run_spans(&c->trace, &c->pcfg, &p, 3, &sr, &sp)) {
+		free(at);
+		at = NULL;
+		goto out;
+	}
+	/* issue times do not decrease along the ops: the first at or past a
+	 * time by bisection */
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t lo = k + 1, hi = n;
+
+		at[k] = k + 1;
+		if (c->plan.ops[k].kind != TC_OP_PDROP)
+			continue;
+		while (lo < hi) {
+			uint32_t mid = lo + (hi - lo) / 2;
+
+			if (iss[mid] >= done[k])
+				hi = mid;
+			else
+				lo = mid + 1;
+		}
+		at[k] = (uint64_t)lo + 1 > n + 1 ? n + 1 : (uint64_t)lo + 1;
+		if (at[k] < k + 1)
+			at[k] = k + 1;
+	}
+out:
+	free(sp.v);
+	free(iss);
+	free(done);
+	return at;
+}
+
+/*
  * The pinned pool's layout for a plan with an NVMe tier (c->op_poff,
  * c->start_poff), made once the values pinned for good have their places:
  * the staged values' ranges come and go around them, and best fit as they
@@ -854,7 +961,8 @@ static int pinned_place(struct tencache_cache *c)
 		.start = c->plan.start_pinned, .open = { TC_OP_STAGE_IN, TC_OP_PALLOC },
 		.close = TC_OP_PDROP, .pinned = 1, .thorough = 1, .align = 4096,
 	};
-	uint64_t h = 0;
+	uint64_t h = 0, *close_at;
+	uint32_t soft[2] = { 0, 0 };
 	int ret;
 
 	free(c->op_poff);
@@ -864,7 +972,19 @@ static int pinned_place(struct tencache_cache *c)
 	if (!c->swap || c->playout_failed || tencache_pool_info(c->pool, &pi))
 		return -ENOENT;
 	tl.cap = pi.size;
-	ret = lay_out(c, &c->plan, &tl, &c->op_poff, &c->start_poff, NULL, &h);
+	/* each range, where it fits, clear of those whose last users run on
+	 * in the model; where the whole does not fit so, as before */
+	close_at = pinned_close_at(c);
+	tl.close_at = close_at;
+	tl.soft = soft;
+	ret = close_at ? lay_out(c, &c->plan, &tl, &c->op_poff, &c->start_poff, NULL, &h) : 0;
+	if (!ret) {
+		tl.close_at = NULL;
+		ret = lay_out(c, &c->plan, &tl, &c->op_poff, &c->start_poff, NULL, &h);
+	}
+	free(close_at);
+	c->pin_soft[0] = ret > 0 && tl.close_at ? soft[0] : 0;
+	c->pin_soft[1] = ret > 0 && tl.close_at ? soft[1] : 0;
 	if (ret > 0 && c->test_place_fail && !--c->test_place_fail)
 		ret = 0;	/* tc_exec_test_place_fail */
 	/* how far past the pool they reach: what the next plan keeps out */
@@ -872,7 +992,8 @@ static int pinned_place(struct tencache_cache *c)
 		c->pinned_over = h - pi.size;
 	if (ret > 0) {
 		c->st.pinned_layouts++;
-		tc_info(c->tc, "cache: the plan's pinned ranges laid out ahead");
+		tc_info(c->tc, "cache: the plan's pinned ranges laid out ahead%s",
+			tl.close_at ? ", where they fit clear of ranges whose last users run on" : "");
 	}
 	return ret;
 }

@@ -348,6 +348,10 @@ struct tc_sim_span {
 struct tc_sim_spans {
 	struct tc_sim_span *v;	/* grown as needed; the caller frees v */
 	uint32_t nr, cap;
+	/* optional (the caller's, plan->nr_ops each): per op of the last
+	 * step, when the host issued it and when it was done (a PDROP: when
+	 * its last users were, and the space free), ns from the step's start */
+	int64_t *op_issue, *op_done;
 };
 /* tc_sim_run, keeping the last step's spans in *sp (reused: emptied first) */
 int tc_sim_run_spans(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,

@@ -370,6 +370,9 @@ static int sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 				uint64_t b = tr->tensors[op->tensor].bytes;
 				int l = link_of[op->kind];
 
+				if (last && sp && sp->op_issue)
+					sp->op_issue[k] = (int64_t)(ready - step_start);
+
 				for (uint32_t d = 0; d < op->nr_deps; d++) {
 					int32_t e = pl->deps[op->dep_first + d];
 					uint64_t t = e >= 0 ? op_end[e] : acc_end[-(e + 1)];
@@ -502,6 +505,9 @@ static int sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 	}
 	if (ret)
 		goto out;
+	if (sp && sp->op_done)
+		for (uint32_t k = 0; k < pl->nr_ops; k++)
+			sp->op_done[k] = (int64_t)(op_end[k] - step_start);
 	res->step_ns = now - step_start;
 	res->stall_ns = res->step_ns - res->compute_ns;
 	memcpy(res->link_busy_ns, busy, sizeof(busy));
