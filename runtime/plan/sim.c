@@ -498,8 +498,9 @@ static int sim_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 					acc_end[k] = now;
 				if (last)
 					res->compute_ns += a->compute_ns;
-				if (last && sp && !(a->flags & TC_ACC_HOST))
-					ret = span_add(sp, TC_SIM_COMPUTE, i, st, now, step_start);
+				if (last && sp)	/* a host op in sequence, without HOST_ASYNC */
+					ret = span_add(sp, a->flags & TC_ACC_HOST ? TC_SIM_HOSTOP :
+						       TC_SIM_COMPUTE, i, st, now, step_start);
 			}
 		}
 	}
