@@ -496,6 +496,7 @@ int tc_exec_test_fly_max(struct tencache_cache *c, unsigned *rd, unsigned *wr);
 int tc_exec_test_pinned_clear(struct tencache_cache *c, unsigned *met, unsigned *over);
 
 /* setup.c */
+struct tc_plan tc_exec_plan_run(const struct tencache_cache *c);
 int tc_exec_freeze(struct tencache_cache *c);
 int tc_exec_learn(struct tencache_cache *c);
 int tc_exec_enter_plan(struct tencache_cache *c);

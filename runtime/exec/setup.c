@@ -904,13 +904,9 @@ static uint64_t *pinned_close_at(struct tencache_cache *c)
 	int64_t *iss = malloc((n ? n : 1) * sizeof(*iss)), *done = malloc((n ? n : 1) * sizeof(*done));
 	uint64_t *at = malloc((n ? n : 1) * sizeof(*at));
 	struct tc_sim_spans sp = { .op_issue = iss, .op_done = done };
-	struct tc_plan p = c->plan;
+	struct tc_plan p = tc_exec_plan_run(c);
 	struct tc_sim_result sr;
 
-	if (c->op_goff && c->start_goff) {	/* its static layout (own_sim_ns) */
-		p.op_goff = c->op_goff;
-		p.start_goff = c->start_goff;
-	}
 	if (!iss || !done || !at || tc_sim_run_spans(&c->trace, &c->pcfg, &p, 3, &sr, &sp)) {
 		free(at);
 		at = NULL;
@@ -1260,18 +1256,30 @@ static int laid_join(struct laid_job *j)
 	return j->ret;
 }
 
-/* The timing model of c's plan at the offsets its static layout gave it
- * (plan_place), as the laid-out plan's is at its own: a copy into a range
- * waits for what was there. Without a static layout, the planner's. */
-static uint64_t own_sim_ns(struct tencache_cache *c, const struct tc_plan_cfg *cfg)
+/* c's plan as the executor runs it, for the timing model: at the offsets
+ * its static layout gave it (plan_place), where it has one, as the
+ * laid-out plan is at its own (a copy into a range waits for what was
+ * there). A shallow copy: the arrays stay c's. */
+struct tc_plan tc_exec_plan_run(const struct tencache_cache *c)
 {
 	struct tc_plan p = c->plan;
+
+	if (c->op_goff && c->start_goff) {
+		p.op_goff = c->op_goff;
+		p.start_goff = c->start_goff;
+	}
+	return p;
+}
+
+/* The timing model of c's plan as it runs; without a static layout, the
+ * planner's figure. */
+static uint64_t own_sim_ns(struct tencache_cache *c, const struct tc_plan_cfg *cfg)
+{
+	struct tc_plan p = tc_exec_plan_run(c);
 	struct tc_sim_result sr;
 
 	if (!c->op_goff || !c->start_goff)
 		return c->plan.st.sim_step_ns;
-	p.op_goff = c->op_goff;
-	p.start_goff = c->start_goff;
 	if (tc_sim_run(&c->trace, cfg, &p, 3, &sr))
 		return c->plan.st.sim_step_ns;
 	return sr.step_ns;

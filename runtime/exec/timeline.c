@@ -173,21 +173,20 @@ static int span_cmp(const void *a, const void *b)
  */
 static int tl_model(struct tencache_cache *c, FILE *f)
 {
-	static const char *const names[TC_SIM_HOSTOP + 1] = {
-		"H2D", "D2H", "NVMe read", "NVMe write", "compute", "host op",
-	};
 	enum { LANES = 16 };
 	struct tc_sim_spans sp = { 0 };
 	struct tc_sim_result sr;
-	struct tc_plan p = c->plan;
+	struct tc_plan p = tc_exec_plan_run(c);
 	int64_t lane_end[LANES];
 	uint32_t used = 0, what = UINT32_MAX;
+	const char *const *names = tl_names;	/* a model span's what is its kind */
 	int ret;
 
-	if (c->op_goff && c->start_goff) {	/* its static layout (own_sim_ns) */
-		p.op_goff = c->op_goff;
-		p.start_goff = c->start_goff;
-	}
+	_Static_assert((int)TC_LINK_H2D == TC_TL_H2D && (int)TC_LINK_D2H == TC_TL_D2H &&
+		       (int)TC_LINK_NVME_RD == TC_TL_NVME_RD &&
+		       (int)TC_LINK_NVME_WR == TC_TL_NVME_WR &&
+		       (int)TC_SIM_COMPUTE == TC_TL_COMPUTE && (int)TC_SIM_HOSTOP == TC_TL_HOSTOP,
+		       "model spans and timeline kinds share their numbers");
 	ret = tc_sim_run_spans(&c->trace, &c->pcfg, &p, 3, &sr, &sp);
 	if (ret)
 		goto out;

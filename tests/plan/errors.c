@@ -1,6 +1,7 @@
 /* errors.c - bad inputs give -errno, never a crash or an assert. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "test.h"
@@ -101,6 +102,18 @@ int main(void)
 		T_EQ(tc_sim_run(&t2, &cfg, &pl, 1, &sr), -EINVAL);
 		T_EQ(tc_sim_run(&t2, &cfg, &pl, 2, NULL), -EINVAL);
 		T_EQ(tc_sim_run(&t2, &cfg, &pl, 2, &sr), 0);
+		{	/* the same with the step's spans */
+			struct tc_sim_spans sp = { 0 };
+			struct tc_sim_result s2;
+
+			T_EQ(tc_sim_run_spans(&t2, &cfg, &pl, 2, &s2, NULL), -EINVAL);
+			T_EQ(tc_sim_run_spans(&tr, &cfg, &pl, 3, &s2, &sp), -EINVAL);
+			T_EQ(sp.nr, 0);
+			T_EQ(tc_sim_run_spans(&t2, &cfg, &pl, 2, &s2, &sp), 0);
+			T_EQ(s2.step_ns, sr.step_ns);
+			T_CHECK(sp.nr >= 2, "%u spans: no compute or host op", sp.nr);
+			free(sp.v);
+		}
 		tc_plan_free(&pl);
 		tc_trace_free(&t2);
 	}
