@@ -709,6 +709,47 @@ struct tc_sjob {
 enum { SJ_FLY = 4 };
 #define SJ_BLOCKED_NS	2000	/* a dependency that took longer blocked the worker */
 
+/*
+ * A job's device event, from the pool. Workers never make or destroy one:
+ * on the GPU test machine a staging worker's cuEventDestroy blocked for
+ * good on a driver lock (a rwlock taken for writing) while the reader spun
+ * in cuEventSynchronize and the caller sat in cuLaunchHostFunc on a full
+ * stream, all behind streams that waited for jobs yet to run, and the step
+ * hung (results/h200-replay-raw/s28). Workers only query, sync and hand
+ * events back (sev_put); the caller makes them here and destroys them at
+ * the end.
+ */
+static int sev_get(struct tencache_cache *c, void **ev)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&c->slock);
+	if (c->sev_nr) {
+		*ev = c->sev[--c->sev_nr];
+		pthread_mutex_unlock(&c->slock);
+		return 0;
+	}
+	/* room for every event made, so that sev_put never grows it */
+	if (c->sev_made == c->sev_cap)
+		ret = TC_GROW(c->sev, c->sev_cap, c->sev_made, 16);
+	pthread_mutex_unlock(&c->slock);
+	ret = ret ?: c->dev->ops->event_create(c->dev, 0, ev);
+	if (!ret) {
+		pthread_mutex_lock(&c->slock);
+		c->sev_made++;
+		pthread_mutex_unlock(&c->slock);
+	}
+	return ret;
+}
+
+/* ev is synced (or was never recorded): back to the pool, any thread */
+static void sev_put(struct tencache_cache *c, void *ev)
+{
+	pthread_mutex_lock(&c->slock);
+	c->sev[c->sev_nr++] = ev;
+	pthread_mutex_unlock(&c->slock);
+}
+
 /* the job's dependencies are met: it would not wait */
 static bool sjob_ready(struct tencache_cache *c, const struct tc_sjob *j)
 {
@@ -778,7 +819,7 @@ static struct tc_sjob *sjob_next(struct tencache_cache *c, int w, unsigned nfly)
 		uint64_t t = waited ? tc_now_ns() : 0;
 
 		c->dev->ops->sync(c->dev, j->dev_ev);
-		c->dev->ops->event_destroy(c->dev, j->dev_ev);
+		sev_put(c, j->dev_ev);
 		j->dev_ev = NULL;
 		if (waited && tc_now_ns() - t > SJ_BLOCKED_NS)
 			why = TC_TL_WHY_COPIES;
@@ -831,6 +872,8 @@ static void *stage_main(struct tencache_cache *c, int w)
 	struct tencache_stage *stage = w == TC_SJ_WRITE ? c->wstage : c->stage;
 	struct tc_sjob *head = NULL, **tail = &head, *j;
 	unsigned nfly = 0, lanes = 0;	/* lanes: bits of the slots in use */
+
+	tc_dev_on_worker = 1;
 
 	for (;;) {
 		j = sjob_next(c, w, nfly);
@@ -934,14 +977,14 @@ static int stage_push(struct tencache_cache *c, struct tc_xev *e, int kind,
 		if (xev_known_done(c, d))
 			continue;
 		if (!j->dev_ev)
-			ret = c->dev->ops->event_create(c->dev, 0, &j->dev_ev);
+			ret = sev_get(c, &j->dev_ev);
 		ret = ret ?: xev_dev_wait(c, c->sstream, d);
 	}
 	if (!ret && j->dev_ev)
 		ret = c->dev->ops->record(c->dev, j->dev_ev, c->sstream);
 	if (ret) {
 		if (j->dev_ev)
-			c->dev->ops->event_destroy(c->dev, j->dev_ev);
+			sev_put(c, j->dev_ev);
 		free(j);
 		return ret;
 	}
@@ -3048,6 +3091,14 @@ int tc_exec_test_fly_max(struct tencache_cache *c, unsigned *rd, unsigned *wr)
 		return -EINVAL;
 	*rd = __atomic_load_n(&c->sj_fly_max[TC_SJ_READ], __ATOMIC_RELAXED);
 	*wr = __atomic_load_n(&c->sj_fly_max[TC_SJ_WRITE], __ATOMIC_RELAXED);
+	return 0;
+}
+
+int tc_exec_test_worker_lifecycle(struct tencache_cache *c, uint64_t *n)
+{
+	if (!c || !n)
+		return -EINVAL;
+	*n = __atomic_load_n(&c->dev->worker_lifecycle, __ATOMIC_RELAXED);
 	return 0;
 }
 

@@ -99,6 +99,9 @@ struct tc_dev {
 	/* host events: one lock and condition for all of them */
 	pthread_mutex_t hlock;
 	pthread_cond_t hcond;
+	/* events made or destroyed on a staging worker's thread: must stay 0
+	 * (tc_dev_on_worker) */
+	uint64_t worker_lifecycle;
 	/* tc_dev_count (dev_count.c): the ops it wraps, and its counters */
 	const struct tc_dev_ops *counted;
 	uint64_t *calls;
@@ -119,6 +122,20 @@ enum tc_devcall {
  * -EINVAL for NULL d or calls, or -EBUSY when counted already.
  */
 int tc_dev_count(struct tc_dev *d, uint64_t *calls, uint64_t *ns);
+
+/*
+ * Set on the cache's staging workers (cache.c stage_main). They may query
+ * and sync events but never make or destroy one: on CUDA that takes a
+ * driver lock a thread blocked in the driver may hold (cache.c sev_get).
+ * The backends count such calls into d->worker_lifecycle.
+ */
+extern __thread int tc_dev_on_worker;
+
+static inline void tc_dev_lifecycle_check(struct tc_dev *d)
+{
+	if (tc_dev_on_worker)
+		__atomic_add_fetch(&d->worker_lifecycle, 1, __ATOMIC_RELAXED);
+}
 
 extern const struct tc_dev_ops tc_dev_host_ops;
 extern const struct tc_dev_ops tc_dev_cuda_ops;

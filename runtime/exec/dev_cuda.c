@@ -344,6 +344,7 @@ static int cuda_event_create(struct tc_dev *d, int timing, void **e)
 	struct cudev *c = CU(d);
 	CUresult r;
 
+	tc_dev_lifecycle_check(d);
 	cu_ctx(c);
 	r = c->cuEventCreate((CUevent *)e, timing ? 0 : CU_EVENT_DISABLE_TIMING);
 	return r ? cu_fail(c, "cuEventCreate", r) : 0;
@@ -351,6 +352,7 @@ static int cuda_event_create(struct tc_dev *d, int timing, void **e)
 
 static void cuda_event_destroy(struct tc_dev *d, void *e)
 {
+	tc_dev_lifecycle_check(d);
 	if (e)
 		CU(d)->cuEventDestroy(e);
 }

@@ -277,14 +277,18 @@ static int host_spin(struct tc_dev *d, void *s, uint64_t ns)
 	return ns ? hstream_push(s, &t) : 0;
 }
 
+__thread int tc_dev_on_worker;
+
 static int host_event_create(struct tc_dev *d, int timing, void **e)
 {
+	tc_dev_lifecycle_check(d);
 	*e = calloc(1, sizeof(struct hevent));
 	return *e ? 0 : -ENOMEM;
 }
 
 static void host_event_destroy(struct tc_dev *d, void *e)
 {
+	tc_dev_lifecycle_check(d);
 	free(e);
 }
 

@@ -264,6 +264,11 @@ struct tencache_cache {
 	struct tc_sjob *shead[TC_SJ_NR], *stail[TC_SJ_NR];
 	unsigned sbusy[TC_SJ_NR];	/* jobs taken by a worker, not yet signalled */
 	uint64_t sq_det_dep[TC_SJ_NR];	/* the last job's det_dep (cache.c det_pending) */
+	/* the jobs' device events, made and destroyed by the caller only and
+	 * handed back by the workers once synced (cache.c sev_get): under
+	 * slock; sev_cap >= every one made, so a worker's put never grows it */
+	void **sev;
+	uint32_t sev_nr, sev_cap, sev_made;
 	struct tencache_stage *wstage;	/* the writer's */
 	int stage_err;
 
@@ -489,6 +494,9 @@ int tc_exec_test_reject(struct tencache_cache *c, unsigned flags);
  * (the disk's queue kept full from one tensor to the next: stage_main).
  * -EINVAL: no cache or no pointer. */
 int tc_exec_test_fly_max(struct tencache_cache *c, unsigned *rd, unsigned *wr);
+/* *n: the device events made or destroyed on a staging worker's thread so
+ * far (tc_dev_on_worker; 0 unless a bug). -EINVAL: no cache or no pointer. */
+int tc_exec_test_worker_lifecycle(struct tencache_cache *c, uint64_t *n);
 /* The pinned layout running (pinned_place): *met, its residencies whose
  * range met ranges still in use in the timing model (their last users
  * running on); *over, those placed over one all the same; 0 and 0 where it

@@ -2059,6 +2059,9 @@ void tencache_cache_destroy(struct tencache_cache *c)
 		free(c->prof);
 		if (c->step_ev)
 			c->dev->ops->event_destroy(c->dev, c->step_ev);
+		for (uint32_t k = 0; k < c->sev_nr; k++)	/* the workers are joined */
+			c->dev->ops->event_destroy(c->dev, c->sev[k]);
+		free(c->sev);
 		/* first: it may wait for the others' copies */
 		if (c->rstream)
 			c->dev->ops->stream_destroy(c->dev, c->rstream);

@@ -165,12 +165,19 @@ static int run(struct tencache *tc, unsigned policy, int nvme, const char *dir)
 		(unsigned long long)st.hits, (unsigned long long)st.acquires);
 	if (nvme) {
 		unsigned rd, wr;
+		uint64_t wl;
 
 		T_CHECK(st.link_bytes[2] > 0 && st.link_bytes[3] > 0, "no NVMe traffic");
 		T_EQ(tc_exec_test_fly_max(c, &rd, &wr), 0);
 		T_EQ(tc_exec_test_fly_max(NULL, &rd, &wr), -EINVAL);
 		T_EQ(tc_exec_test_fly_max(c, NULL, &wr), -EINVAL);
 		T_EQ(tc_exec_test_fly_max(c, &rd, NULL), -EINVAL);
+		/* the workers never make or destroy a device event (sev_get) */
+		T_EQ(tc_exec_test_worker_lifecycle(c, &wl), 0);
+		T_CHECK(wl == 0, "%llu device events made or destroyed on a staging worker",
+			(unsigned long long)wl);
+		T_EQ(tc_exec_test_worker_lifecycle(NULL, &wl), -EINVAL);
+		T_EQ(tc_exec_test_worker_lifecycle(c, NULL), -EINVAL);
 		fly_rd = rd > fly_rd ? rd : fly_rd;
 		fly_wr = wr > fly_wr ? wr : fly_wr;
 	}
