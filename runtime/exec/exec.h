@@ -497,13 +497,6 @@ int tc_exec_test_fly_max(struct tencache_cache *c, unsigned *rd, unsigned *wr);
 /* *n: the device events made or destroyed on a staging worker's thread so
  * far (tc_dev_on_worker; 0 unless a bug). -EINVAL: no cache or no pointer. */
 int tc_exec_test_worker_lifecycle(struct tencache_cache *c, uint64_t *n);
-/* The running plan's pinned ranges laid out in cap bytes, as pinned_place
- * does (without the close times), with at most max_squeaks reorders once
- * lay_out's orders fail: 1 fits (*squeaks: the reorders it took), 0 not;
- * *height, the least height reached. -EINVAL: no cache, plan, NVMe tier or
- * pointer; -ENOMEM. */
-int tc_exec_test_pinned_lay_out(struct tencache_cache *c, uint64_t cap, unsigned max_squeaks,
-				unsigned *squeaks, uint64_t *height);
 /* The pinned layout running (pinned_place): *met, its residencies whose
  * range met ranges still in use in the timing model (their last users
  * running on); *over, those placed over one all the same; 0 and 0 where it

@@ -724,9 +724,6 @@ struct tier_layout {
 	/* out, optional: of the layout made, the residencies that met ranges
 	 * still in use (close_at), and those placed over one all the same */
 	uint32_t *soft;
-	/* out, optional: the reorders it took (0: one of lay_passes fit) */
-	uint32_t *squeaks;
-	uint32_t max_squeaks;		/* where thorough (LAY_SQUEAKS) */
 };
 
 /* The orders lay_out tries, the last four only where thorough. Best fit and
@@ -740,14 +737,12 @@ static const struct {
 	{ res_by_size, true }, { res_by_start, true }, { res_by_area, true },
 };
 
-#define LAY_SQUEAKS	16
-
 /*
  * Every residency of a tier (a tensor's from an op that opens it to one that
  * closes it, on the step's circle: one resident across the step's end
  * continues into the next step's start set) gets an offset below cap, by
  * first fit in size order (two orders tried; six with best fit where
- * thorough, then up to max_squeaks reorders). 1 with *op_off (per op: its offset where it opens a residency,
+ * thorough). 1 with *op_off (per op: its offset where it opens a residency,
  * else -1) and *start_off (per tensor: its offset in the start set, else
  * -1) set; 0 when they do not fit (*height, if given: the least height the
  * orders reached), or the plan's ops do not pair up; -ENOMEM.
@@ -760,18 +755,10 @@ static int lay_out(struct tencache_cache *c, const struct tc_plan *pl,
 	uint32_t nres = 0, *order = NULL, *op_res = NULL;
 	int32_t *open = NULL, *startres = NULL;
 	int64_t *oo = NULL, *so = NULL;
-	uint64_t *busy = NULL, best_h = 0;
+	uint64_t *busy = NULL;
 	struct tc_res *r = NULL;
-	uint32_t *squeak = NULL;
-	unsigned best_pass = 0;
 	int fits = 0, placed = 0, ret = -ENOMEM;
 	uint32_t soft_tmp[2], *soft = tl->soft ? tl->soft : soft_tmp;
-	/* every residency placed, even past cap: for the height, and for
-	 * the reorders below to know which ended past it */
-	bool whole = height != NULL || tl->thorough;
-
-	if (tl->squeaks)
-		*tl->squeaks = 0;
 
 	r = calloc((size_t)c->nr + pl->nr_ops + 1, sizeof(*r));
 	op_res = malloc(((size_t)pl->nr_ops + 1) * sizeof(*op_res));
@@ -836,10 +823,9 @@ static int lay_out(struct tencache_cache *c, const struct tc_plan *pl,
 		if (r[i].e2 > r[i].s + T)
 			r[i].e2 = r[i].s + T;
 	}
-	order = malloc((nres ? nres : 1) * sizeof(*order));
-	squeak = malloc((nres ? nres : 1) * sizeof(*squeak));
+	order = malloc(nres * sizeof(*order));
 	busy = malloc(3 * (size_t)nres * sizeof(*busy));
-	if (!order || !busy || !squeak) {
+	if (!order || !busy) {
 		ret = -ENOMEM;
 		goto out;
 	}
@@ -852,51 +838,11 @@ static int lay_out(struct tencache_cache *c, const struct tc_plan *pl,
 			order[i] = i;
 		qsort_r(order, nres, sizeof(*order), lay_passes[pass].cmp, r);
 		h = place_order(pl, r, nres, order, busy, T, tl->cap, lay_passes[pass].best,
-				whole, pass ? NULL : pf, soft);
+				height != NULL, pass ? NULL : pf, soft);
 		placed = h <= tl->cap;
-		if (!pass || h < best_h) {
-			best_h = h;
-			best_pass = pass;
-		}
+		if (height && (!pass || h < *height))
+			*height = h;
 	}
-	/*
-	 * Where thorough and none fit, by 1/32 of cap at most: from the order
-	 * that reached lowest, the residencies that ended past cap go first,
-	 * and it is placed again (the "squeaky wheel"), up to LAY_SQUEAKS
-	 * times. On the development VM this packed a 13B-shape plan whose
-	 * orders all reached 21-31 MB past the pool (2% over its peak), which
-	 * was otherwise made again for less pinned memory.
-	 */
-	if (!placed && tl->thorough && nres && best_h - tl->cap <= tl->cap / 32) {
-		for (uint32_t i = 0; i < nres; i++)
-			order[i] = i;
-		qsort_r(order, nres, sizeof(*order), lay_passes[best_pass].cmp, r);
-		place_order(pl, r, nres, order, busy, T, tl->cap, lay_passes[best_pass].best,
-			    true, NULL, soft);
-		for (unsigned it = 0; it < tl->max_squeaks && !placed; it++) {
-			uint32_t m = 0;
-			uint64_t h;
-
-			for (int part = 0; part < 3; part++)
-				for (uint32_t i = 0; i < nres; i++) {
-					const struct tc_res *x = &r[order[i]];
-					int p = x->fixed ? 0 : x->off + x->len > tl->cap ? 1 : 2;
-
-					if (p == part)
-						squeak[m++] = order[i];
-				}
-			memcpy(order, squeak, nres * sizeof(*order));
-			h = place_order(pl, r, nres, order, busy, T, tl->cap,
-					lay_passes[best_pass].best, true, NULL, soft);
-			placed = h <= tl->cap;
-			if (h < best_h)
-				best_h = h;
-			if (placed && tl->squeaks)
-				*tl->squeaks = it + 1;
-		}
-	}
-	if (height)
-		*height = best_h;
 	if (!placed)
 		goto out;	/* ret 0: does not fit */
 	oo = malloc(((size_t)pl->nr_ops + 1) * sizeof(*oo));
@@ -924,7 +870,6 @@ out:
 	free(open);
 	free(startres);
 	free(order);
-	free(squeak);
 	free(busy);
 	return ret < 0 ? ret : fits;
 }
@@ -1011,10 +956,9 @@ static int pinned_place(struct tencache_cache *c)
 	struct tier_layout tl = {
 		.start = c->plan.start_pinned, .open = { TC_OP_STAGE_IN, TC_OP_PALLOC },
 		.close = TC_OP_PDROP, .pinned = 1, .thorough = 1, .align = 4096,
-		.max_squeaks = LAY_SQUEAKS,
 	};
-	uint64_t h = 0, *close_at, t0 = tc_now_ns();
-	uint32_t soft[2] = { 0, 0 }, squeaks = 0;
+	uint64_t h = 0, *close_at;
+	uint32_t soft[2] = { 0, 0 };
 	int ret;
 
 	free(c->op_poff);
@@ -1029,7 +973,6 @@ static int pinned_place(struct tencache_cache *c)
 	close_at = pinned_close_at(c);
 	tl.close_at = close_at;
 	tl.soft = soft;
-	tl.squeaks = &squeaks;
 	ret = close_at ? lay_out(c, &c->plan, &tl, &c->op_poff, &c->start_poff, NULL, &h) : 0;
 	if (!ret) {
 		tl.close_at = NULL;
@@ -1045,29 +988,9 @@ static int pinned_place(struct tencache_cache *c)
 		c->pinned_over = h - pi.size;
 	if (ret > 0) {
 		c->st.pinned_layouts++;
-		tc_info(c->tc, "cache: the plan's pinned ranges laid out ahead%s (%u reorders, %.1f ms)",
-			tl.close_at ? ", where they fit clear of ranges whose last users run on" : "",
-			squeaks, (tc_now_ns() - t0) / 1e6);
+		tc_info(c->tc, "cache: the plan's pinned ranges laid out ahead%s",
+			tl.close_at ? ", where they fit clear of ranges whose last users run on" : "");
 	}
-	return ret;
-}
-
-int tc_exec_test_pinned_lay_out(struct tencache_cache *c, uint64_t cap, unsigned max_squeaks,
-				unsigned *squeaks, uint64_t *height)
-{
-	struct tier_layout tl = {
-		.start = c ? c->plan.start_pinned : NULL, .open = { TC_OP_STAGE_IN, TC_OP_PALLOC },
-		.close = TC_OP_PDROP, .pinned = 1, .thorough = 1, .align = 4096, .cap = cap,
-		.squeaks = squeaks, .max_squeaks = max_squeaks,
-	};
-	int64_t *oo = NULL, *so = NULL;
-	int ret;
-
-	if (!c || !squeaks || !height || !c->have_plan || !c->swap)
-		return -EINVAL;
-	ret = lay_out(c, &c->plan, &tl, &oo, &so, NULL, height);
-	free(oo);
-	free(so);
 	return ret;
 }
 
