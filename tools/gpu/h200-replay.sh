@@ -27,8 +27,11 @@
 # REPLAY_ARGS replaces the common replay options; RUNS picks runs by name
 # (default "6.7b-10 6.7b-25 6.7b-50 13b8-25"); OVERLAP=0 replays the CPU Adam
 # after backward instead of beside it (--overlap); LIMIT67 / LIMIT13 the seconds per
-# run (105 / 90); PINNED and NVME_BUDGET the 13b-* runs' pinned share and swap
-# file (default 98% and 8G: at 80%, 44G); DECIDE=0 skips the decide benchmark.
+# run (105 / 90); GRACE the seconds a replay may run past its limit before
+# it is killed (default 20: a 13b-* run, whose steps and plan changes take
+# 8-45 s, lost its summary at 20 and wants 60); PINNED and NVME_BUDGET the
+# 13b-* runs' pinned share and swap file (default 98% and 8G: at 80%, 44G);
+# DECIDE=0 skips the decide benchmark.
 set -uo pipefail
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$TOP"
@@ -106,7 +109,7 @@ replay() {
 	shift 2
 	step "replay $name ($*)"
 	# shellcheck disable=SC2086
-	timeout -k 5 $((limit + 20)) "$BENCH" replay $COMMON --time-limit "$limit" "$@" \
+	timeout -k 5 $((limit + ${GRACE:-20})) "$BENCH" replay $COMMON --time-limit "$limit" "$@" \
 		-o "$O/replay-$name.json" --timeline "$O/timeline-$name.json" --timeline-all \
 		--plot "$O/replay-$name.png" 2>&1 | tee "$O/replay-$name.txt"
 	echo "replay $name: exit ${PIPESTATUS[0]} after $(($(date +%s) - T0)) s in all"
