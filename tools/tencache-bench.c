@@ -29,6 +29,7 @@
 
 #include "tencache.h"
 #include "bench.h"
+#include "plan/plan.h"	/* tc_disk_turns_rate */
 
 #define ALIGN_2M(x) (((x) + 2 * MiB - 1) / (2 * MiB) * (2 * MiB))
 
@@ -481,8 +482,7 @@ static int cmd_io(int argc, char **argv)
 			 * other at equal bytes, which both must beat for the disk
 			 * to gain from doing them at once */
 			say("%-24s %5llu %8llu %8.3f %8.3f %8.3f %8.3f\n", "tencache stage", qds[iq],
-			    bss[ib], v[1], v[0], v[2], v[0] > 0 && v[1] > 0 ?
-			    2 / (1 / v[0] + 1 / v[1]) : 0);
+			    bss[ib], v[1], v[0], v[2], tc_disk_turns_rate(v[0], v[1]));
 			if (qds[iq] >= 16 && st[ib][iq][1] > sw) {
 				sw = st[ib][iq][1];
 				sw_q = iq;

@@ -318,13 +318,19 @@ struct tc_sim_result {
 	uint64_t nvme_idle_ns, nvme_gap_ns, nvme_gap_at_ns;
 };
 
+/* The rate of equal bytes read and written by taking turns: reads alone at
+ * rd, then writes alone at wr (0 where either is unknown). */
+static inline double tc_disk_turns_rate(double rd, double wr)
+{
+	return rd > 0 && wr > 0 ? 2 / (1 / rd + 1 / wr) : 0;
+}
+
 /* A disk that moves equal bytes both ways at once (dx) no faster than by
- * taking turns (reads alone at rd, then writes alone at wr) gains nothing
- * from doing both: the timing model has it serve its two queues in turn,
- * and the replay's bound takes turns too. */
+ * taking turns gains nothing from doing both: the timing model has it
+ * serve its two queues in turn, and the replay's bound takes turns too. */
 static inline bool tc_disk_takes_turns(double rd, double wr, double dx)
 {
-	return dx > 0 && rd > 0 && wr > 0 && dx <= 2 / (1 / rd + 1 / wr);
+	return dx > 0 && rd > 0 && wr > 0 && dx <= tc_disk_turns_rate(rd, wr);
 }
 
 /* Replays nsteps (>= 2) steps of the table; reports the last one. Links are
