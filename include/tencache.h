@@ -620,8 +620,8 @@ struct tencache_cache_stats {
 	 * H2D + D2H, and NVMe read + write (one disk); 0: taken as independent */
 	double duplex_bw[2];
 	/* with an NVMe tier, the pinned bytes the plan running now was made
-	 * for: pinned_budget less the room its pinned layout needed (0: no
-	 * plan, or no NVMe tier) */
+	 * for, on average over the step: pinned_budget less the room its
+	 * pinned layout needed (0: no plan, or no NVMe tier) */
 	uint64_t plan_pinned_bytes;
 	/* of deferred_waits, those for an NVMe read or pinned space (a
 	 * staging worker's): the caller did not wait for the disk */
@@ -630,6 +630,10 @@ struct tencache_cache_stats {
 	 * queued on the stream, the caller going on: host mode's queue, or
 	 * on the GPU (cuStreamWaitValue64); the others the caller waited for */
 	uint64_t queued_host_waits;
+	/* of that room, the stretches of the step it was kept out of only
+	 * (where the layout reached past the pool), before any kept out of
+	 * the whole step */
+	uint64_t plan_pinned_cuts;
 };
 
 TENCACHE_API int tencache_cache_create(struct tencache *tc, struct tencache_cache **cp,

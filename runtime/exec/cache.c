@@ -3102,6 +3102,14 @@ int tc_exec_test_worker_lifecycle(struct tencache_cache *c, uint64_t *n)
 	return 0;
 }
 
+int tc_exec_test_pinned_pad(struct tencache_cache *c, uint64_t bytes)
+{
+	if (!c || bytes % 4096)
+		return -EINVAL;
+	c->test_pinned_pad = bytes;
+	return 0;
+}
+
 int tc_exec_test_pinned_clear(struct tencache_cache *c, unsigned *met, unsigned *over)
 {
 	if (!c || !met || !over)
@@ -3179,6 +3187,7 @@ int tencache_cache_stats(struct tencache_cache *c, struct tencache_cache_stats *
 		st->plan_hit_bytes = c->plan.st.hit_bytes;
 		st->plan_laid_out = c->laid_out;
 		st->plan_pinned_bytes = c->swap ? c->plan_pinned_bytes : 0;
+		st->plan_pinned_cuts = c->swap && c->pcfg.pinned_cap ? c->nr_pcut : 0;
 	}
 	st->plan_trying = c->trial == TC_TRIAL_FIRST || c->trial == TC_TRIAL_SECOND;
 	/* the caller's struct may be shorter (older) or longer (newer) */

@@ -201,6 +201,19 @@ struct tencache_cache {
 	int pinned_enomem;		/* the last -ENOMEM was the pinned arena's */
 	uint64_t pinned_over;		/* pinned_place: bytes its layout needs past the pool */
 	unsigned pslack_tries;		/* plans made again for the pinned layout */
+	/* where pinned_place's lowest order first reached past the pool: its
+	 * range's accesses, from..to, and the bytes past it (0: unknown) */
+	uint32_t pover_from, pover_to;
+	uint64_t pover;
+	/* pinned room kept out of plans over some accesses only (setup.c
+	 * pinned_cap_make), before any out of the whole step (pfrag_slack) */
+#define TC_PINNED_CUTS 16
+	struct tc_pcut {
+		uint32_t from, to;	/* accesses; to < from: it wraps */
+		uint64_t cap;		/* the pinned bytes there at most */
+	} pcut[TC_PINNED_CUTS];
+	unsigned nr_pcut;
+	uint64_t *pcapv;		/* the plan's per-access pinned capacity, or NULL */
 #define TC_GPU_CLASSES 16
 	struct tencache_size_count ghist[TC_GPU_CLASSES];	/* the plan's GPU slabs */
 	unsigned nr_ghist;
@@ -294,7 +307,7 @@ struct tencache_cache {
 	/* the room kept out of plans (frag_slack, pfrag_slack) each ran in
 	 * (own, laid out) and the trial began with: a candidate that re-plans
 	 * with more room must not take it from the other */
-	uint64_t trial_room[3][2];
+	uint64_t trial_room[3][3];
 	uint8_t trial_test;		/* tc_exec_test_trial: time whenever both exist */
 	uint8_t layout_failed;		/* ... and its GPU ranges were not free once */
 	uint32_t profiled;
@@ -403,6 +416,7 @@ struct tencache_cache {
 	uint32_t test_taken;		/* tc_exec_test_taken: countdown */
 	uint32_t test_swap_full;	/* tc_exec_test_swap_full: countdown */
 	uint32_t test_place_fail;	/* tc_exec_test_place_fail: countdown */
+	uint64_t test_pinned_pad;	/* tc_exec_test_pinned_pad: bytes */
 	unsigned test_reject;		/* tc_exec_test_reject: TC_TEST_* */
 	uint64_t kernel_lag_ns, copy_lag_ns;
 	uint64_t read_lag_ns;		/* tc_exec_test_read_lag */
@@ -502,6 +516,11 @@ int tc_exec_test_worker_lifecycle(struct tencache_cache *c, uint64_t *n);
  * running on); *over, those placed over one all the same; 0 and 0 where it
  * was not laid out clear of them. -EINVAL: no cache or no pointer. */
 int tc_exec_test_pinned_clear(struct tencache_cache *c, unsigned *met, unsigned *over);
+/* The pinned layouts from now give each staged range bytes more room than
+ * its tensor, as a coarser pool would: the plans' ranges reach past the
+ * pool where it holds the most of them (tests/runtime/cache_pinned_room.c).
+ * 0: off. -EINVAL: no cache, or bytes not a multiple of 4096. */
+int tc_exec_test_pinned_pad(struct tencache_cache *c, uint64_t bytes);
 
 /* setup.c */
 struct tc_plan tc_exec_plan_run(const struct tencache_cache *c);

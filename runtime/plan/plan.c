@@ -1752,14 +1752,18 @@ static int pinned_level(const struct tc_trace *tr, const struct tc_plan_cfg *cfg
 	uint64_t cap = nvme ? cfg->pinned_bytes : UINT64_MAX;
 	struct creq *rq = malloc((m ? m : 1) * sizeof(*rq));
 	uint32_t *slot_of_end = malloc(ti->n * sizeof(uint32_t));
+	/* per slot: its access's pinned capacity (cfg->pinned_cap) */
+	uint64_t *capv = nvme && cfg->pinned_cap ? malloc((m ? m : 1) * sizeof(*capv)) : NULL;
 	struct cout o;
 	int64_t lb0, prev_in = INT64_MIN;
 	int ret;
 
-	if (!rq || !slot_of_end) {
-		free(rq); free(slot_of_end);
+	if (!rq || !slot_of_end || (nvme && cfg->pinned_cap && !capv)) {
+		free(rq); free(slot_of_end); free(capv);
 		return -ENOMEM;
 	}
+	for (uint32_t j = 0; capv && j < m; j++)
+		capv[j] = cfg->pinned_cap[sl[j].pos];
 	for (uint32_t j = 0; j < m; j++)
 		if (sl[j].gop < 0)
 			slot_of_end[sl[j].acc] = j;
@@ -1803,7 +1807,8 @@ static int pinned_level(const struct tc_trace *tr, const struct tc_plan_cfg *cfg
 	}
 	/* ours takes the dead values whose space frees first (older_dead);
 	 * the other policies' pinned level stays plain MIN */
-	ret = cache_run(rq, m, ti->bytes, ti->nt, cap - st->pinned_reserve_bytes, NULL, 0,
+	ret = cache_run(rq, m, ti->bytes, ti->nt, cap - st->pinned_reserve_bytes, capv,
+			st->pinned_reserve_bytes,
 			TC_POLICY_OURS, NULL, cyclic, NULL,
 			(int64_t)m * st->pinned_horizon / TC_PLAN_HORIZON_DIV,
 			cfg->policy == TC_POLICY_OURS, &o);
@@ -1852,7 +1857,7 @@ static int pinned_level(const struct tc_trace *tr, const struct tc_plan_cfg *cfg
 			lb = lb0;
 		if (o.res[j] == RES_MISS && lb < prev_in)
 			lb = prev_in;	/* NVMe reads in need order, as for H2D */
-		p = place_early(o.use, m, lb, j, delta, cap, NULL);
+		p = place_early(o.use, m, lb, j, delta, cap, capv);
 		if (o.res[j] == RES_MISS)
 			prev_in = p;
 		for (uint32_t k = o.vfirst[j]; k < o.vfirst[j + 1] && !ret; k++) {
@@ -1883,6 +1888,7 @@ out:
 	cout_free(&o);
 	free(rq);
 	free(slot_of_end);
+	free(capv);
 	return ret;
 }
 

@@ -184,6 +184,11 @@ struct tc_plan_cfg {
 	 * NULL: gpu_bytes throughout. The executor lowers it where the plan's
 	 * GPU allocations would not lay out in the arena. */
 	const uint64_t *gpu_cap;
+	/* With NVMe, the same for the pinned pool: per access, the pinned
+	 * bytes there (each <= pinned_bytes); NULL: pinned_bytes throughout.
+	 * The executor lowers it where the plan's pinned ranges do not lay
+	 * out in the pool, rather than the whole step's. */
+	const uint64_t *pinned_cap;
 	/* threads that build and simulate the search's candidate plans at
 	 * once (tc_plan_build); the plan is the same for any count. 0: the
 	 * CPUs this thread may run on, at most TC_PLAN_THREADS_MAX */
