@@ -26,6 +26,7 @@
 
 #include "tencache.h"
 #include "plan/plan.h"
+#include "exec/exec.h"	/* tc_timeline_model */
 #include "bench.h"
 
 
@@ -195,6 +196,7 @@ static int usage(void)
 "output:\n"
 "  -o, --out PATH      JSON result\n"
 "  --timeline PATH     Perfetto (Chrome trace JSON) timeline of our policy's run\n"
+"                      (with --model-only: of its plan's step in the timing model)\n"
 "  --timeline-all      every policy's too, each at PATH with -POLICY before its\n"
 "                      extension (timeline-lru.json)\n"
 "  --plot PATH         PNG plot (python3 + matplotlib, tools/plot_replay.py)\n"
@@ -462,8 +464,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			"other policies' go next to it)\n");
 		return 2;
 	}
-	if (o->model_only && (o->timeline || o->table)) {
-		fprintf(stderr, "replay: --model-only runs no cache: no --timeline or --table\n");
+	if (o->model_only && o->table) {
+		fprintf(stderr, "replay: --model-only runs no cache: no --table\n");
 		return 2;
 	}
 	if (o->layout && o->no_layout) {
@@ -643,15 +645,44 @@ static int belady_hit(const struct tc_trace *tr, const struct tc_plan_cfg *base,
 	return 0;
 }
 
-static void predict(const struct tc_trace *tr, const struct tc_plan_cfg *cfg, struct result *r)
+/* --model-only --timeline: the model's step for plan pl alone (pid 2, as
+ * beside an executor's), for timeline-busy.py and Perfetto. */
+static int model_timeline(const char *path, const struct tc_trace *tr,
+			  const struct tc_plan_cfg *cfg, const struct tc_plan *pl)
+{
+	FILE *f = fopen(path, "w");
+	int ret;
+
+	if (!f)
+		return -errno;
+	fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n"
+		"{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,"
+		"\"args\":{\"name\":\"no executor (--model-only)\"}}");
+	ret = tc_timeline_model(f, tr, cfg, pl);
+	fprintf(f, "\n]}\n");
+	if (ferror(f) && !ret)
+		ret = -EIO;
+	if (fclose(f) && !ret)
+		ret = -errno;
+	return ret;
+}
+
+/* The plan for cfg and its modelled step into r; with timeline (a path),
+ * that step's timeline too. */
+static void predict(const struct tc_trace *tr, const struct tc_plan_cfg *cfg, struct result *r,
+		    const char *timeline)
 {
 	struct tc_plan pl;
+	int ret;
 
 	r->plan_err = tc_plan_build(tr, cfg, &pl);
 	if (r->plan_err)
 		return;
 	r->plan_hit = pl.st.reads ? (double)pl.st.hits / pl.st.reads : 1;
 	r->plan_err = tc_sim_run(tr, cfg, &pl, 4, &r->sim);
+	if (!r->plan_err && timeline && (ret = model_timeline(timeline, tr, cfg, &pl)))
+		fprintf(stderr, "replay: cannot write the model's timeline to %s: %s\n", timeline,
+			strerror(-ret));
 	tc_plan_free(&pl);
 }
 
@@ -668,7 +699,7 @@ static void plan_bench(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 
 	one.threads = 1;
 	t0 = now_ns();
-	predict(tr, &one, &r1);
+	predict(tr, &one, &r1, NULL);
 	r->plan1_ns = now_ns() - t0;
 	if (r1.plan_err) {
 		fprintf(stderr, "  plan-bench: on one thread: %s\n", strerror(-r1.plan_err));
@@ -1985,7 +2016,7 @@ int bench_replay(int argc, char **argv)
 			any_fail = true;
 			continue;
 		}
-		predict(&tr, &pcfg, r);
+		predict(&tr, &pcfg, r, o.model_only ? timeline_path(&o, i, tl, sizeof(tl)) : NULL);
 		r->plan_ns = now_ns() - t0;
 		if (r->plan_err)
 			fprintf(stderr, "  %-9s timing model: %s\n", pol_label(i),
@@ -2015,14 +2046,14 @@ int bench_replay(int argc, char **argv)
 			/* the cache ran ours laid out by the planner: model that */
 			plan_cfg(&o, &cp, bw, TC_POLICY_OURS, &pcfg);
 			pcfg.flags |= TC_PLAN_LAYOUT;
-			predict(&tr, &pcfg, r);
+			predict(&tr, &pcfg, r, NULL);
 			if (!r->plan_err)
 				r->model_bound_ns = bound_ns(compute, r->sim.link_bytes, bw, mdx);
 		}
 		if (r->plan_fallbacks && policies[i].tp == TC_POLICY_OURS) {
 			/* the cache ran the ZeRO-like plan: model that one */
 			plan_cfg(&o, &cp, bw, TC_POLICY_ZERO, &pcfg);
-			predict(&tr, &pcfg, r);
+			predict(&tr, &pcfg, r, NULL);
 			r->model_fallback = true;
 			if (!r->plan_err) {
 				r->model_bound_ns = bound_ns(compute, r->sim.link_bytes, bw, mdx);

@@ -165,18 +165,18 @@ static int span_cmp(const void *a, const void *b)
 }
 
 /*
- * The timing model's step for the plan that runs, as a second process
- * ("timing model", pid 2) beside the executor's (pid 1): its copies,
- * staging and compute, tracks named as the executor's and split into lanes
- * where spans overlap (Perfetto drops overlapping slices). Only what the
- * model can say: no waits, no stalls.
+ * The timing model's step for plan p, as a process of its own ("timing
+ * model", pid 2; beside the executor's, pid 1): its copies, staging and
+ * compute, tracks named as the executor's and split into lanes where spans
+ * overlap (Perfetto drops overlapping slices). Only what the model can
+ * say: no waits, no stalls. Each event is written after a comma.
  */
-static int tl_model(struct tencache_cache *c, FILE *f)
+int tc_timeline_model(FILE *f, const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
+		      const struct tc_plan *p)
 {
 	enum { LANES = 16 };
 	struct tc_sim_spans sp = { 0 };
 	struct tc_sim_result sr;
-	struct tc_plan p = tc_exec_plan_run(c);
 	int64_t lane_end[LANES];
 	uint32_t used = 0, what = UINT32_MAX;
 	const char *const *names = tl_names;	/* a model span's what is its kind */
@@ -187,7 +187,7 @@ static int tl_model(struct tencache_cache *c, FILE *f)
 		       (int)TC_LINK_NVME_WR == TC_TL_NVME_WR &&
 		       (int)TC_SIM_COMPUTE == TC_TL_COMPUTE && (int)TC_SIM_HOSTOP == TC_TL_HOSTOP,
 		       "model spans and timeline kinds share their numbers");
-	ret = tc_sim_run_spans(&c->trace, &c->pcfg, &p, 3, &sr, &sp);
+	ret = tc_sim_run_spans(tr, cfg, p, 3, &sr, &sp);
 	if (ret)
 		goto out;
 	qsort(sp.v, sp.nr, sizeof(*sp.v), span_cmp);
@@ -222,6 +222,14 @@ static int tl_model(struct tencache_cache *c, FILE *f)
 out:
 	free(sp.v);
 	return ret;
+}
+
+/* The model's step for the plan that runs, beside the executor's. */
+static int tl_model(struct tencache_cache *c, FILE *f)
+{
+	struct tc_plan p = tc_exec_plan_run(c);
+
+	return tc_timeline_model(f, &c->trace, &c->pcfg, &p);
 }
 
 int tencache_cache_timeline(struct tencache_cache *c, const char *path)

@@ -4,7 +4,8 @@
 # at 25% with the H200 link figures: every policy gets a model row and a
 # bound, the JSON says model-only, and with --overlap ours' modelled step is
 # shorter than with the Adam after backward (a deterministic simulation, not
-# a timing). --model-only with --timeline is refused, and so are --layout with
+# a timing). --model-only --timeline writes each plan's modelled step as a
+# timeline (timeline-busy.py reads it); --model-only --table is refused, and so are --layout with
 # --no-layout, --timeline-all without --timeline, and outputs (-o, --timeline,
 # --plot) in a directory that cannot take them, before anything runs. With
 # NVMe (OPT-1.3B, 25% pinned), --bw's fifth figure (the disk's rate serving
@@ -113,8 +114,34 @@ for bw in 50,50,4 50,50,4,3,2.5,1 50,0 50,50,4,3,0; do
 done
 echo "--bw with 3 or 6 figures, or a zero, refused"
 
-refused "--model-only" replay --model opt-6.7b --model-only --timeline "$T/x.json"
-echo "--model-only --timeline refused"
+refused "--model-only" replay --model opt-6.7b --model-only --table "$T/x.tbl"
+echo "--model-only --table refused"
+# --model-only --timeline: the model's step of each policy's plan (pid 2),
+# which timeline-busy.py reads as a model's: the disk busy, in the span of
+# a step, as the JSON's idle time says
+args="--model opt-1.3b --gpu-budget 25% --nvme $T/x.swap --pinned-budget 25% --bw 50,50,4,3"
+args="$args --model-only --policies ours,zero --timeline $T/m.json --timeline-all"
+echo "+ tencache-bench replay $args"
+"$BENCH" replay $args -o "$T/mt.json" > "$T/mt.txt" 2>&1 || { cat "$T/mt.txt"; echo "FAIL: replay $args"; exit 1; }
+[ -s "$T/m-zero-inf.json" ] || { echo "FAIL: no timeline for zero-inf next to $T/m.json"; exit 1; }
+python3 "$TOP/tools/gpu/timeline-busy.py" "$T/m.json" > "$T/busy.txt" || { echo "FAIL: timeline-busy.py"; exit 1; }
+cat "$T/busy.txt"
+python3 - "$T/m.json" "$T/mt.json" "$T/busy.txt" <<'PY' || exit 1
+import json, re, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+m = json.load(open(sys.argv[2]))["policies"][0]["model"]
+busy = open(sys.argv[3]).read()
+x = [e for e in ev if e.get("ph") == "X"]
+kinds = {e["cat"] for e in x}
+disk = re.search(r"disk \(either\)\s+busy\s+([0-9.]+) ms", busy)
+ok = (x and all(e["pid"] == 2 for e in x) and {"H2D", "compute", "NVMe read", "NVMe write"} <= kinds
+      and "timing model (%.1f ms/step)" % (m["step_ns"] / 1e6) in json.dumps(ev) and disk
+      and abs(float(disk.group(1)) - (m["step_ns"] - m["nvme_idle_ns"]) / 1e6) <= 0.02 * m["step_ns"] / 1e6)
+print("model-only timeline: %d spans (%s); disk busy %s ms, the JSON's step less its idle %.1f ms" %
+      (len(x), ", ".join(sorted(kinds)), disk.group(1) if disk else "?",
+       (m["step_ns"] - m["nvme_idle_ns"]) / 1e6))
+sys.exit(0 if ok else 1)
+PY
 refused "pick one" replay --model opt-6.7b --model-only --layout --no-layout
 echo "--layout --no-layout refused"
 
