@@ -152,7 +152,7 @@ enum tc_link { TC_LINK_H2D, TC_LINK_D2H, TC_LINK_NVME_RD, TC_LINK_NVME_WR, TC_LI
  * then needs no layout pass and no room for fragmentation: plan->op_goff
  * and plan->start_goff say where everything goes. */
 #define TC_PLAN_LAYOUT	0x8u
-#define TC_PLAN_HORIZON_DIV	32u	/* pinned_horizon's unit: 1/32 of a step */
+#define TC_PLAN_HORIZON_DIV	64u	/* pinned_horizon's unit: 1/64 of a step */
 #define TC_PLAN_ALIGN	256u
 
 struct tc_plan_cfg {

@@ -68,7 +68,7 @@ int main(void)
 		cfg_at(&cfg, fp16, total, pinned_pct[p]);
 		cfg.reserve_bytes = 0;
 		cfg.pinned_reserve_bytes = 0;
-		for (int32_t h = 0; h <= 12; h++) {
+		for (int32_t h = 0; h <= 24; h += 2) {	/* every 1/32, to 12/32 */
 			struct tc_sim_result sr;
 			char err[256] = "";
 			double lead;
@@ -76,22 +76,22 @@ int main(void)
 
 			cfg.pinned_horizon = h;
 			ret = tc_plan_build(&tr, &cfg, &pl);
-			T_CHECK(ret == 0, "pinned %u%% horizon %d/32: build %d", pinned_pct[p], h, ret);
+			T_CHECK(ret == 0, "pinned %u%% horizon %d/64: build %d", pinned_pct[p], h, ret);
 			if (ret)
 				continue;
 			built++;
 			T_CHECK(tc_plan_check(&tr, &cfg, &pl, err, sizeof(err)) == 0,
-				"pinned %u%% horizon %d/32: %s", pinned_pct[p], h, err);
+				"pinned %u%% horizon %d/64: %s", pinned_pct[p], h, err);
 			T_CHECK(pl.st.pinned_horizon == (uint32_t)h, "pinned %u%%: horizon %u recorded for %d",
 				pinned_pct[p], pl.st.pinned_horizon, h);
 			T_CHECK(pl.st.pinned_peak <= cfg.pinned_bytes,
-				"pinned %u%% horizon %d/32: peak %llu over %llu", pinned_pct[p], h,
+				"pinned %u%% horizon %d/64: peak %llu over %llu", pinned_pct[p], h,
 				(unsigned long long)pl.st.pinned_peak,
 				(unsigned long long)cfg.pinned_bytes);
 			ret = tc_sim_run(&tr, &cfg, &pl, 3, &sr);
-			T_CHECK(ret == 0, "pinned %u%% horizon %d/32: model %d", pinned_pct[p], h, ret);
+			T_CHECK(ret == 0, "pinned %u%% horizon %d/64: model %d", pinned_pct[p], h, ret);
 			T_CHECK(sr.pinned_peak <= cfg.pinned_bytes,
-				"pinned %u%% horizon %d/32: modelled peak over the budget", pinned_pct[p], h);
+				"pinned %u%% horizon %d/64: modelled peak over the budget", pinned_pct[p], h);
 			lead = read_lead(&pl);
 			if (h == 0) {
 				min_ns = sr.step_ns;
@@ -101,7 +101,7 @@ int main(void)
 					best_ns = sr.step_ns;
 				earlier += lead > min_lead;
 			}
-			printf("pinned %u%% horizon %2d/32: step %.1f ms, NVMe read %.0f MB, reads issued %.0f accesses ahead\n",
+			printf("pinned %u%% horizon %2d/64: step %.1f ms, NVMe read %.0f MB, reads issued %.0f accesses ahead\n",
 			       pinned_pct[p], h, sr.step_ns / 1e6,
 			       pl.st.link_bytes[TC_LINK_NVME_RD] / 1e6, lead);
 			tc_plan_free(&pl);
@@ -112,7 +112,7 @@ int main(void)
 			cfg_at(&cfg, fp16, total, pinned_pct[p]);
 			T_EQ(tc_plan_build(&tr, &cfg, &pl), 0);
 			T_CHECK(pl.st.pinned_horizon > 0 && pl.st.sim_step_ns <= min_ns / 100 * 95,
-				"pinned %u%%: the default took horizon %u/32 at %.1f ms (MIN %.1f)",
+				"pinned %u%%: the default took horizon %u/64 at %.1f ms (MIN %.1f)",
 				pinned_pct[p], pl.st.pinned_horizon, pl.st.sim_step_ns / 1e6,
 				min_ns / 1e6);
 			tc_plan_free(&pl);

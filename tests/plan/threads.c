@@ -3,8 +3,8 @@
  * - at 1, 3 and 16 threads and the default (0), the search gives the same
  *   plan, op for op, with the same reserves, horizon and modelled step;
  *   so does the laid-out plan (TC_PLAN_LAYOUT);
- * - with the reserves fixed, the chosen horizon is the one of MIN and 2/32
- *   to 12/32 whose own plan models the shortest step (the earliest on a
+ * - with the reserves fixed, the chosen horizon is the one of MIN and 2/64
+ *   to 24/64 whose own plan models the shortest step (the earliest on a
  *   tie), its step that plan's;
  * - more than TC_PLAN_THREADS_MAX threads is -EINVAL. */
 #include <errno.h>
@@ -46,7 +46,7 @@ static void same_at_any_count(const struct tc_trace *tr, struct tc_plan_cfg *cfg
 
 	cfg->threads = 1;
 	T_EQ(tc_plan_build(tr, cfg, &one), 0);
-	printf("%s: 1 thread: reserve %llu, pinned reserve %llu, horizon %u/32, %.1f ms\n", what,
+	printf("%s: 1 thread: reserve %llu, pinned reserve %llu, horizon %u/64, %.1f ms\n", what,
 	       (unsigned long long)one.st.reserve_bytes,
 	       (unsigned long long)one.st.pinned_reserve_bytes, one.st.pinned_horizon,
 	       one.st.sim_step_ns / 1e6);
@@ -83,7 +83,7 @@ int main(void)
 	cfg_at(&cfg, fp16, total);
 	cfg.reserve_bytes = 0;
 	cfg.pinned_reserve_bytes = 0;
-	for (int32_t h = 0; h <= 12; h += h ? 1 : 2) {
+	for (int32_t h = 0; h <= (int32_t)TC_PLAN_HORIZON_DIV * 3 / 8; h += h ? 1 : 2) {
 		struct tc_sim_result sr;
 
 		cfg.pinned_horizon = h;
@@ -100,11 +100,11 @@ int main(void)
 		cfg.threads = t;
 		T_EQ(tc_plan_build(&tr, &cfg, &pl), 0);
 		T_CHECK(pl.st.pinned_horizon == best_h && pl.st.sim_step_ns == best_ns,
-			"%u threads chose horizon %u/32 at %.1f ms; the shortest is %u/32 at %.1f ms",
+			"%u threads chose horizon %u/64 at %.1f ms; the shortest is %u/64 at %.1f ms",
 			t, pl.st.pinned_horizon, pl.st.sim_step_ns / 1e6, best_h, best_ns / 1e6);
 		tc_plan_free(&pl);
 	}
-	printf("horizons alone: %u/32 at %.1f ms\n", best_h, best_ns / 1e6);
+	printf("horizons alone: %u/64 at %.1f ms\n", best_h, best_ns / 1e6);
 
 	cfg.threads = TC_PLAN_THREADS_MAX + 1;
 	T_EQ(tc_plan_build(&tr, &cfg, &pl), -EINVAL);
