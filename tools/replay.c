@@ -26,7 +26,7 @@
 
 #include "tencache.h"
 #include "plan/plan.h"
-#include "exec/exec.h"	/* tc_timeline_model */
+#include "exec/exec.h"	/* tc_timeline_model_file */
 #include "bench.h"
 
 
@@ -645,28 +645,6 @@ static int belady_hit(const struct tc_trace *tr, const struct tc_plan_cfg *base,
 	return 0;
 }
 
-/* --model-only --timeline: the model's step for plan pl alone (pid 2, as
- * beside an executor's), for timeline-busy.py and Perfetto. */
-static int model_timeline(const char *path, const struct tc_trace *tr,
-			  const struct tc_plan_cfg *cfg, const struct tc_plan *pl)
-{
-	FILE *f = fopen(path, "w");
-	int ret;
-
-	if (!f)
-		return -errno;
-	fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n"
-		"{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,"
-		"\"args\":{\"name\":\"no executor (--model-only)\"}}");
-	ret = tc_timeline_model(f, tr, cfg, pl);
-	fprintf(f, "\n]}\n");
-	if (ferror(f) && !ret)
-		ret = -EIO;
-	if (fclose(f) && !ret)
-		ret = -errno;
-	return ret;
-}
-
 /* The plan for cfg and its modelled step into r; with timeline (a path),
  * that step's timeline too. */
 static void predict(const struct tc_trace *tr, const struct tc_plan_cfg *cfg, struct result *r,
@@ -680,7 +658,7 @@ static void predict(const struct tc_trace *tr, const struct tc_plan_cfg *cfg, st
 		return;
 	r->plan_hit = pl.st.reads ? (double)pl.st.hits / pl.st.reads : 1;
 	r->plan_err = tc_sim_run(tr, cfg, &pl, 4, &r->sim);
-	if (!r->plan_err && timeline && (ret = model_timeline(timeline, tr, cfg, &pl)))
+	if (!r->plan_err && timeline && (ret = tc_timeline_model_file(timeline, tr, cfg, &pl)))
 		fprintf(stderr, "replay: cannot write the model's timeline to %s: %s\n", timeline,
 			strerror(-ret));
 	tc_plan_free(&pl);

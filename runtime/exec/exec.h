@@ -7,7 +7,6 @@
 #define TENCACHE_EXEC_H
 
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -554,10 +553,10 @@ int tc_exec_timeline_resolve(struct tencache_cache *c);
 /* a timing event from the step's pool (free again at the next step) */
 int tc_exec_timing_event(struct tencache_cache *c, void **e);
 void tc_exec_timeline_free(struct tencache_cache *c);
-/* the timing model's step for plan p as trace events (pid 2), each after a
- * comma: beside the executor's, or alone (tencache-bench replay
- * --model-only --timeline). 0, or tc_sim_run_spans' error */
-int tc_timeline_model(FILE *f, const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
-		      const struct tc_plan *p);
+/* the timing model's step for plan p alone as a trace file at path, as it
+ * is written beside the executor's (pid 2; tencache-bench replay
+ * --model-only --timeline). 0, -errno of the file, or tc_sim_run_spans' */
+int tc_timeline_model_file(const char *path, const struct tc_trace *tr,
+			   const struct tc_plan_cfg *cfg, const struct tc_plan *p);
 
 #endif

@@ -171,8 +171,8 @@ static int span_cmp(const void *a, const void *b)
  * overlap (Perfetto drops overlapping slices). Only what the model can
  * say: no waits, no stalls. Each event is written after a comma.
  */
-int tc_timeline_model(FILE *f, const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
-		      const struct tc_plan *p)
+static int model_spans(FILE *f, const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
+		       const struct tc_plan *p)
 {
 	enum { LANES = 16 };
 	struct tc_sim_spans sp = { 0 };
@@ -229,7 +229,40 @@ static int tl_model(struct tencache_cache *c, FILE *f)
 {
 	struct tc_plan p = tc_exec_plan_run(c);
 
-	return tc_timeline_model(f, &c->trace, &c->pcfg, &p);
+	return model_spans(f, &c->trace, &c->pcfg, &p);
+}
+
+/* A trace file begun: its event list, and pid 1's name (the executor's). */
+static FILE *tl_open(const char *path, const char *pid1)
+{
+	FILE *f = fopen(path, "w");
+
+	if (f)
+		fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n"
+			"{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"%s\"}}",
+			pid1);
+	return f;
+}
+
+/* Ends the file tl_open began; ret, or the write's error. */
+static int tl_close(FILE *f, int ret)
+{
+	fprintf(f, "\n]}\n");
+	if (ferror(f) && !ret)
+		ret = -EIO;
+	if (fclose(f) && !ret)
+		ret = -errno;
+	return ret;
+}
+
+int tc_timeline_model_file(const char *path, const struct tc_trace *tr,
+			   const struct tc_plan_cfg *cfg, const struct tc_plan *p)
+{
+	FILE *f = tl_open(path, "no executor (--model-only)");
+
+	if (!f)
+		return -errno;
+	return tl_close(f, model_spans(f, tr, cfg, p));
 }
 
 int tencache_cache_timeline(struct tencache_cache *c, const char *path)
@@ -242,11 +275,9 @@ int tencache_cache_timeline(struct tencache_cache *c, const char *path)
 		return -EINVAL;
 	if (!c->timeline_on)
 		return -ENODATA;
-	f = fopen(path, "w");
+	f = tl_open(path, "executor");
 	if (!f)
 		return -errno;
-	fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n"
-		"{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"executor\"}}");
 	first = 0;
 	for (uint32_t i = 0; i < c->tl_nr; i++)
 		if (c->tl[i].lane >= lanes[c->tl[i].kind])
@@ -284,10 +315,5 @@ int tencache_cache_timeline(struct tencache_cache *c, const char *path)
 	}
 	if (c->have_plan && c->planned)	/* what the model said of this step */
 		ret = tl_model(c, f);
-	fprintf(f, "\n]}\n");
-	if (ferror(f) && !ret)
-		ret = -EIO;
-	if (fclose(f) && !ret)
-		ret = -errno;
-	return ret;
+	return tl_close(f, ret);
 }

@@ -89,6 +89,7 @@ static int room(struct tencache *tc, const char *swap, uint64_t pad)
 	T_EQ(tencache_cache_create(tc, &c, &p), 0);
 	if (!c)
 		return -1;
+	T_EQ(tc_exec_test_pinned_pad(c, 4096 + 1), -EINVAL);	/* not whole pages */
 	T_EQ(tc_exec_test_pinned_pad(c, pad), 0);
 	T_EQ(t_register_fill(c, NT, bytes, version, TENCACHE_ROLE_PARAM_FP16), 0);
 	for (int s = 0; s < 6 && !ret; s++)	/* values checked as read */
