@@ -2478,7 +2478,7 @@ static int op_host_wait(struct tencache_cache *c, struct tc_xev *e)
 static int acquire(struct tencache_cache *c, int id, unsigned flags, void *stream,
 		   void **ptr)
 {
-	uint64_t t0 = tc_now_ns(), waited = 0;
+	uint64_t t0 = tc_now_ns(), t1, waited = 0;
 	struct tc_tstate *t;
 	int ret, hit = 0, ghit = 0, gpu;
 	uint32_t gfirst;
@@ -2667,8 +2667,11 @@ static int acquire(struct tencache_cache *c, int id, unsigned flags, void *strea
 		tc_exec_timeline_add(c, TC_TL_STALL, 0, id, tc_now_ns() - waited, tc_now_ns());
 	}
 	*ptr = (flags & TENCACHE_ACQ_HOST) ? pptr(c, t->poff) : gptr(c, t->goff);
-	c->st.decision_ns += tc_now_ns() - t0 - waited;
+	t1 = tc_now_ns();
+	c->st.decision_ns += t1 - t0 - waited;
 	c->st.decisions++;
+	if (t1 - t0 - waited >= TC_TL_CALL_NS)	/* its waits are stall spans */
+		tc_exec_timeline_add(c, TC_TL_CALL, 0, id, t0 + waited, t1);
 	return 0;
 }
 
@@ -2789,8 +2792,11 @@ static int release(struct tencache_cache *c, int id, void *stream, uint64_t comp
 		ret = issue_at(c, c->pos);
 	c->t[id].held = 0;
 	c->t[id].held_host = 0;
-	c->st.decision_ns += tc_now_ns() - t0;
+	t1 = tc_now_ns();
+	c->st.decision_ns += t1 - t0;
 	c->st.decisions++;
+	if (t1 - t0 >= TC_TL_CALL_NS)	/* host mode: after the op's compute */
+		tc_exec_timeline_add(c, TC_TL_CALL, 0, id, t0, t1);
 	return ret;
 }
 

@@ -1,8 +1,9 @@
 /*
  * timeline.c - what the last step did, per stream, as Chrome trace-event
  * JSON (opens in Perfetto / chrome://tracing): copies on the H2D and D2H
- * streams, NVMe staging, compute, host ops and the host's stalls in
- * acquire. Device spans are bracketed by timing events and turned into host
+ * streams, NVMe staging, compute, host ops, the host's stalls in
+ * acquire, and the acquires and releases that kept the caller 100 us or
+ * more (on a GPU, in the driver). Device spans are bracketed by timing events and turned into host
  * time at the end of the step, relative to an event recorded at its start.
  * Beside it, what the timing model said of the same plan's step.
  */
@@ -14,7 +15,7 @@
 
 static const char *const tl_names[TC_TL_NR] = {
 	"H2D", "D2H", "NVMe read", "NVMe write", "compute", "host op", "acquire stall",
-	"NVMe read wait", "NVMe write wait",
+	"NVMe read wait", "NVMe write wait", "tencache call",
 };
 
 /* the plan's op kinds, as an NVMe wait names what it waited for */

@@ -127,6 +127,10 @@ for w in why:
     if m and int(m.group(1)) not in hostops:
         bad.append("a wait names access %s, not a host op's end" % m.group(1))
         break
+# the caller's long tencache calls (100 us or more), named for the tensor
+calls = [e for e in ev if e["ph"] == "X" and e["pid"] == 1 and e["cat"] == "tencache call"]
+print("timeline: %d tencache calls of 100 us or more" % len(calls))
+bad += ["a tencache call span of %.3f us" % e["dur"] for e in calls if e["dur"] < 99.999][:3]
 for b in bad[:10]:
     print("FAIL: timeline:", b)
 sys.exit(1 if bad else 0)
@@ -145,6 +149,14 @@ print("\n".join(l.strip() for l in txt.splitlines() if "disk idle" in l or "wait
 if not m or abs(busy + float(m.group(1)) - win) > 0.2 or \
         abs(float(m.group(2)) + float(m.group(3)) - float(m.group(1))) > 0.2:
     print("FAIL: timeline-busy: the disk's busy and idle time do not add up to the step")
+    sys.exit(1)
+# the caller's time in long tencache calls, within the time no job was queued
+c = re.search(r"no job queued, the caller was in a tencache call \(>= 100 us\) for ([0-9.]+) ms; "
+              r"such calls took ([0-9.]+) ms", txt)
+if c:
+    print(c.group(0))
+if c and (float(c.group(1)) > float(m.group(3)) + 0.2 or float(c.group(1)) > float(c.group(2)) + 0.2):
+    print("FAIL: timeline-busy: more caller time in calls than the disk had no job, or than the calls took")
     sys.exit(1)
 if not re.search(r"^  timing model \([0-9.]+ ms/step\): ", txt, re.M) or \
         not re.search(r"^    NVMe read +\d+ spans: median +[-+]?[0-9.]+ ms", txt, re.M):

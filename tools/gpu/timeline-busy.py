@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 # timeline-busy.py - how busy each track of a replay's Perfetto timeline was
 # (tencache-bench replay --timeline): per kind of track (H2D, D2H, NVMe
-# read, NVMe write, compute, host op, acquire stall, NVMe read / write wait;
+# read, NVMe write, compute, host op, acquire stall, NVMe read / write wait,
+# tencache call: an acquire or release of 100 us or more;
 # the NVMe jobs in flight at once have a track each) its busy time (the
 # union of its spans), its first and last span, and its longest idle gaps;
 # then the same for the disk (NVMe read or write), and its idle time split
 # by what the staging workers did: waited for their next job's dependencies
-# (the wait tracks) or had none queued. Where the disk sets the step, its
+# (the wait tracks) or had none queued, and how much of the latter the
+# caller spent inside tencache calls. Where the disk sets the step, its
 # idle time is what the step loses against the bound. A timeline that holds
 # the timing model's step too (pid 2) gets the same for it, then each
 # executor span against the model's: how much later it ended, and where
@@ -131,6 +133,22 @@ def covered(gaps, spans):
     return sum(max(0.0, min(b, d) - max(a, c)) for a, b in gaps for c, d in merge(spans))
 
 
+def minus(gaps, spans):
+    """The parts of the gaps that the spans do not cover."""
+    out = []
+    m = merge(spans)
+    for a, b in gaps:
+        for c, d in m:
+            if d <= a or c >= b:
+                continue
+            if c > a:
+                out.append((a, c))
+            a = max(a, d)
+        if a < b:
+            out.append((a, b))
+    return out
+
+
 def idle_why(disk, tracks, why, t0, t1):
     """The disk's idle time in the window, split by what its workers did:
     waited for their next job's dependencies (a copy from the GPU, an op,
@@ -146,6 +164,14 @@ def idle_why(disk, tracks, why, t0, t1):
           "(reader %.1f, writer %.1f), neither had a job queued %.1f ms" % (
               idle / 1e3, either / 1e3, covered(gaps, rd) / 1e3, covered(gaps, wr) / 1e3,
               (idle - either) / 1e3))
+    # no job queued: the caller had not issued it; was the caller inside
+    # a tencache call then (acquire or release of 100 us or more)?
+    calls = tracks.get("tencache call", [])
+    if calls:
+        nojob = minus(gaps, rd + wr)
+        print("    of the time with no job queued, the caller was in a tencache call "
+              "(>= 100 us) for %.1f ms; such calls took %.1f ms of the step" % (
+                  covered(nojob, calls) / 1e3, union(calls)[0] / 1e3))
     parts = sorted(((covered(gaps, v), k) for k, v in why.items()), reverse=True)
     if parts:
         print("    the waits in it, by what they waited for last: %s" % ", ".join(
