@@ -77,6 +77,9 @@ struct cstate {
 	bool heap;
 	int64_t horizon;	/* > 0: horizon_victim (the pinned level) */
 	bool dead_oldest;	/* MIN with dead values by older_dead (horizon_victim) */
+	/* the pinned level: where its capacity drops (cfg->pinned_cap) below
+	 * what it holds, victims go there, at a hit too (their own drops) */
+	bool evict_down;
 	int64_t *key, *last, *evict_at, *lru;
 	int64_t *held;		/* held by a group until this request */
 	int64_t *goff;		/* layout: resident's offset, else -1 */
@@ -729,6 +732,20 @@ static int cache_step(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 		}
 		if (q->f & RQ_KILL)	/* no refetch before the op writing it ends */
 			s->evict_at[t] = q->end;
+		while (s->evict_down && capv && *used > cap_at(cap, capv, sub, r)) {
+			int64_t v = pick_victim(s, bytes, r, q->cold, pol, keep);
+
+			if (v < 0)
+				break;	/* all held: the next miss waits for them */
+			ret = push_victim(o, (struct victim){
+				.t = v, .wb = s->dirty[v] && s->live[v], .last = s->last[v] });
+			if (ret)
+				return ret;
+			set_res(s, v, 0);
+			s->dirty[v] = 0;
+			s->evict_at[v] = r;
+			*used -= bytes[v];
+		}
 		if (q->f & RQ_RES) {
 			if (s->resident[t]) {
 				o->res[r] = (q->f & RQ_NEED) ? RES_HIT : RES_AHIT;
@@ -922,7 +939,7 @@ out:
 static int cache_run(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 		     uint32_t nt, uint64_t cap, const uint64_t *capv, uint64_t sub,
 		     enum tc_policy pol, const uint8_t *keep, bool cyclic, struct lay *L,
-		     int64_t horizon, bool dead_oldest, struct cout *o)
+		     int64_t horizon, bool dead_oldest, bool evict_down, struct cout *o)
 {
 	struct cstate s = { 0 };
 	int64_t *nkey = malloc(n * sizeof(*nkey)), *st_key = malloc(nt * sizeof(*st_key));
@@ -946,6 +963,7 @@ static int cache_run(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 	s.bytes = bytes;
 	s.horizon = horizon;
 	s.dead_oldest = dead_oldest;
+	s.evict_down = evict_down;
 	s.heap = pol != TC_POLICY_LRU && !keep && !L && !victim_scan;
 	for (uint32_t i = 0; i < n && s.heap; i++)
 		s.heap = rq[i].cold == INT64_MAX;
@@ -1377,7 +1395,7 @@ static int gpu_level_cache(const struct tc_trace *tr, const struct tc_plan_cfg *
 		lay.failed = NO_GROUP;
 		ret = cache_run(rq, n, ti->bytes, ti->nt, cfg->gpu_bytes - st->reserve_bytes,
 				cfg->gpu_cap, st->reserve_bytes, cfg->policy, keep, cyclic, L, 0, false,
-				&o);
+				false, &o);
 		if (ret != -ENOSPC || !L || lay.failed == NO_GROUP || lay.contig[lay.failed])
 			break;
 		lay.contig[lay.failed] = 1;
@@ -1743,6 +1761,36 @@ struct slot {
 	uint32_t acc;
 };
 
+/* Request j's victims with no read or allocation of its own (the pinned
+ * capacity dropped there, evict_down): written back where dirty, and
+ * dropped once their last uses are over. */
+static int drops_at(struct cout *o, uint32_t j, uint32_t m, int64_t lb0, bool cyclic,
+		    const struct tinfo *ti, uint64_t cap, const uint64_t *capv, struct gops *pg)
+{
+	int64_t lb = lb0, delta = 0, p;
+	int ret = 0;
+
+	for (uint32_t k = o->vfirst[j]; k < o->vfirst[j + 1]; k++) {
+		if (o->vic[k].last + 1 > lb)
+			lb = o->vic[k].last + 1;
+		delta -= ti->bytes[o->vic[k].t];
+	}
+	if (cyclic && lb < (int64_t)j - m + 1)
+		lb = (int64_t)j - m + 1;
+	if (!cyclic && lb < 0)
+		lb = 0;
+	if (lb > j)
+		lb = j;
+	p = place_early(o->use, m, lb, j, delta, cap, capv);
+	for (uint32_t k = o->vfirst[j]; k < o->vfirst[j + 1] && !ret; k++) {
+		if (o->vic[k].wb)
+			ret = gops_add(pg, p, TC_OP_STAGE_OUT, o->vic[k].t, -1);
+		if (!ret)
+			ret = gops_add(pg, p, TC_OP_PDROP, o->vic[k].t, -1);
+	}
+	return ret;
+}
+
 static int pinned_level(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 			const struct tinfo *ti, const struct gops *g,
 			const struct slot *sl, uint32_t m, struct gops *pg,
@@ -1762,8 +1810,17 @@ static int pinned_level(const struct tc_trace *tr, const struct tc_plan_cfg *cfg
 		free(rq); free(slot_of_end); free(capv);
 		return -ENOMEM;
 	}
-	for (uint32_t j = 0; capv && j < m; j++)
+	/* a slot's holdings last until the next slot: the least capacity of
+	 * the accesses in between (a cut may begin at an access with no
+	 * pinned request of its own) */
+	for (uint32_t j = 0; capv && j < m; j++) {
+		uint32_t end = j + 1 < m ? sl[j + 1].pos : tr->nr_acc + (m ? sl[0].pos : 0);
+
 		capv[j] = cfg->pinned_cap[sl[j].pos];
+		for (uint32_t a = sl[j].pos + 1; a < end; a++)
+			if (cfg->pinned_cap[a % tr->nr_acc] < capv[j])
+				capv[j] = cfg->pinned_cap[a % tr->nr_acc];
+	}
 	for (uint32_t j = 0; j < m; j++)
 		if (sl[j].gop < 0)
 			slot_of_end[sl[j].acc] = j;
@@ -1811,7 +1868,7 @@ static int pinned_level(const struct tc_trace *tr, const struct tc_plan_cfg *cfg
 			st->pinned_reserve_bytes,
 			TC_POLICY_OURS, NULL, cyclic, NULL,
 			(int64_t)m * st->pinned_horizon / TC_PLAN_HORIZON_DIV,
-			cfg->policy == TC_POLICY_OURS, &o);
+			cfg->policy == TC_POLICY_OURS, true, &o);
 	if (ret)
 		goto out;
 	if (!o.converged)
@@ -1841,8 +1898,12 @@ static int pinned_level(const struct tc_trace *tr, const struct tc_plan_cfg *cfg
 		uint32_t t = rq[j].t;
 		int64_t lb, p, delta = ti->bytes[t];
 
-		if (o.res[j] != RES_MISS && o.res[j] != RES_ALLOC)
+		if (o.res[j] != RES_MISS && o.res[j] != RES_ALLOC) {
+			/* victims where the capacity dropped (evict_down) */
+			if (o.vfirst[j] < o.vfirst[j + 1])
+				ret = drops_at(&o, j, m, lb0, cyclic, ti, cap, capv, pg);
 			continue;
+		}
 		lb = o.evict_at[j] + 1;
 		for (uint32_t k = o.vfirst[j]; k < o.vfirst[j + 1]; k++) {
 			if (o.vic[k].last + 1 > lb)

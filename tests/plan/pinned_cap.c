@@ -5,8 +5,10 @@
  * middle third of the step, ours' plan passes the checker, keeps its pinned
  * bytes within the cut capacity there at every issue point (the pinned
  * peak the planner sees), and moves no more bytes to and from the disk
- * than the plan made for the cut budget throughout. A cut of the whole
- * step plans as that budget does. */
+ * than the plan made for the cut budget throughout. A deeper cut inside
+ * it, from several points, binds too (the level evicts where its capacity
+ * drops, at a hit as well). A cut of the whole step plans as that budget
+ * does. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -95,6 +97,26 @@ int main(void)
 		(unsigned long long)c);
 	T_CHECK(disk_bytes(&pl) <= disk_bytes(&cut), "the window's cut moves more (%llu) than a cut throughout (%llu)",
 		(unsigned long long)disk_bytes(&pl), (unsigned long long)disk_bytes(&cut));
+
+	/* a deeper cut inside it, from several points: the capacity drops
+	 * where the plan may only hit (no read to evict for), and the level
+	 * evicts there all the same (evict_down) */
+	for (uint32_t k = 0; k < 8; k++) {
+		uint32_t a2 = a + (b - a) * k / 16, b2 = a2 + (b - a) / 4;
+		uint64_t c2 = budget - budget / 32;
+		struct tc_plan st;
+
+		for (uint32_t i = 0; i < n; i++)
+			cap[i] = i >= a2 && i < b2 ? c2 : i >= a && i < b ? c : budget;
+		T_EQ(tc_plan_build(&tr, &cfg, &st), 0);
+		T_CHECK(tc_plan_check(&tr, &cfg, &st, err, sizeof(err)) == 0, "%s", err);
+		pk = peak_in(&tr, &st, a2, b2);
+		T_CHECK(pk <= c2, "cut from access %u: %llu pinned bytes in it, over %llu", a2,
+			(unsigned long long)pk, (unsigned long long)c2);
+		T_CHECK(peak_in(&tr, &st, a, a2) <= c && peak_in(&tr, &st, b2, b) <= c,
+			"cut from access %u: over the outer cut around it", a2);
+		tc_plan_free(&st);
+	}
 
 	/* cut everywhere: the plan for that budget */
 	for (uint32_t i = 0; i < n; i++)
