@@ -3,8 +3,9 @@
  * JSON (opens in Perfetto / chrome://tracing): copies on the H2D and D2H
  * streams, NVMe staging, compute, host ops, the host's stalls in
  * acquire, and the acquires and releases that kept the caller 100 us or
- * more (on a GPU, in the driver). Device spans are bracketed by timing events and turned into host
- * time at the end of the step, relative to an event recorded at its start.
+ * more (on a GPU, in the driver). Device spans are bracketed by timing
+ * events and turned into host time at the end of the step, relative to an
+ * event recorded at its start.
  * Beside it, what the timing model said of the same plan's step.
  */
 #include <stdio.h>
