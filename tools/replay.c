@@ -71,7 +71,7 @@ struct opts {
 	uint32_t queue_depth, io_kib;	/* --queue-depth, --io-size (0: the library's) */
 	bool model_only;		/* --model-only: the timing model, no replay */
 	bool timeline_all;		/* --timeline-all: every policy's, not only ours */
-	bool verbose;			/* --verbose: the cache's info lines */
+	bool verbose;			/* --verbose: the cache's info and debug lines */
 	bool no_layout;			/* --no-layout: TENCACHE_CACHE_NO_LAYOUT */
 	bool layout;			/* --layout: TENCACHE_CACHE_LAYOUT */
 	bool have_overlap_layers;
@@ -200,7 +200,8 @@ static int usage(void)
 "  --timeline-all      every policy's too, each at PATH with -POLICY before its\n"
 "                      extension (timeline-lru.json)\n"
 "  --plot PATH         PNG plot (python3 + matplotlib, tools/plot_replay.py)\n"
-"  --verbose           the cache's info lines too (calibration, planning, layout)\n"
+"  --verbose           the cache's info and debug lines too (calibration,\n"
+"                      planning, layout; on a GPU, its slow driver calls)\n"
 "  --no-layout         ours leaves the GPU layout to the executor's pass, which\n"
 "                      plans for less where it fragments (the default: ours\n"
 "                      also plans each tensor's offset in the whole budget,\n"
@@ -1852,7 +1853,7 @@ int bench_replay(int argc, char **argv)
 		host = false;
 	} else {
 		tp.flags = o.host ? TENCACHE_F_NO_CUDA : 0;
-		tp.log_level = o.verbose ? TENCACHE_LOG_INFO : TENCACHE_LOG_WARN;
+		tp.log_level = o.verbose ? TENCACHE_LOG_DEBUG : TENCACHE_LOG_WARN;
 		tp.queue_depth = o.queue_depth;
 		tp.io_size = o.io_kib * 1024;
 		ret = tencache_init(&tc, &tp);

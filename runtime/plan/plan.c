@@ -682,6 +682,30 @@ static int lay_op_window(const struct creq *rq, uint32_t r, uint32_t n, const ui
 	return 0;
 }
 
+/* Victims at request r until need more bytes fit within limit; -ENOSPC:
+ * every resident left is held. */
+static int evict_to(struct cstate *s, struct cout *o, const uint64_t *bytes, uint64_t limit,
+		    uint64_t need, uint32_t r, int64_t cold, enum tc_policy pol,
+		    const uint8_t *keep, uint64_t *used)
+{
+	while (*used + need > limit) {
+		int64_t v = pick_victim(s, bytes, r, cold, pol, keep);
+		int ret;
+
+		if (v < 0)
+			return -ENOSPC;
+		ret = push_victim(o, (struct victim){
+			.t = v, .wb = s->dirty[v] && s->live[v], .last = s->last[v] });
+		if (ret)
+			return ret;
+		set_res(s, v, 0);
+		s->dirty[v] = 0;
+		s->evict_at[v] = r;
+		*used -= bytes[v];
+	}
+	return 0;
+}
+
 static int cache_step(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 		      uint32_t nt, uint64_t cap, const uint64_t *capv, uint64_t sub,
 		      enum tc_policy pol, const uint8_t *keep, const int64_t *nkey, const uint8_t *nlive,
@@ -732,19 +756,11 @@ static int cache_step(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 		}
 		if (q->f & RQ_KILL)	/* no refetch before the op writing it ends */
 			s->evict_at[t] = q->end;
-		while (s->evict_down && capv && *used > cap_at(cap, capv, sub, r)) {
-			int64_t v = pick_victim(s, bytes, r, q->cold, pol, keep);
-
-			if (v < 0)
-				break;	/* all held: the next miss waits for them */
-			ret = push_victim(o, (struct victim){
-				.t = v, .wb = s->dirty[v] && s->live[v], .last = s->last[v] });
-			if (ret)
+		if (s->evict_down && capv) {	/* all held: the next miss waits */
+			ret = evict_to(s, o, bytes, cap_at(cap, capv, sub, r), 0, r, q->cold, pol,
+				       keep, used);
+			if (ret && ret != -ENOSPC)
 				return ret;
-			set_res(s, v, 0);
-			s->dirty[v] = 0;
-			s->evict_at[v] = r;
-			*used -= bytes[v];
 		}
 		if (q->f & RQ_RES) {
 			if (s->resident[t]) {
@@ -774,21 +790,10 @@ static int cache_step(const struct creq *rq, uint32_t n, const uint64_t *bytes,
 				*used += bytes[t];
 				o->res[r] = (q->f & RQ_NEED) ? RES_MISS : RES_ALLOC;
 			} else {
-				while (*used + bytes[t] > cap_at(cap, capv, sub, r)) {
-					int64_t v = pick_victim(s, bytes, r, q->cold, pol, keep);
-
-					if (v < 0)
-						return -ENOSPC;
-					ret = push_victim(o, (struct victim){
-						.t = v, .wb = s->dirty[v] && s->live[v],
-						.last = s->last[v] });
-					if (ret)
-						return ret;
-					set_res(s, v, 0);
-					s->dirty[v] = 0;
-					s->evict_at[v] = r;
-					*used -= bytes[v];
-				}
+				ret = evict_to(s, o, bytes, cap_at(cap, capv, sub, r), bytes[t], r,
+					       q->cold, pol, keep, used);
+				if (ret)
+					return ret;
 				set_res(s, t, 1);
 				*used += bytes[t];
 				o->res[r] = (q->f & RQ_NEED) ? RES_MISS : RES_ALLOC;
@@ -1761,36 +1766,6 @@ struct slot {
 	uint32_t acc;
 };
 
-/* Request j's victims with no read or allocation of its own (the pinned
- * capacity dropped there, evict_down): written back where dirty, and
- * dropped once their last uses are over. */
-static int drops_at(struct cout *o, uint32_t j, uint32_t m, int64_t lb0, bool cyclic,
-		    const struct tinfo *ti, uint64_t cap, const uint64_t *capv, struct gops *pg)
-{
-	int64_t lb = lb0, delta = 0, p;
-	int ret = 0;
-
-	for (uint32_t k = o->vfirst[j]; k < o->vfirst[j + 1]; k++) {
-		if (o->vic[k].last + 1 > lb)
-			lb = o->vic[k].last + 1;
-		delta -= ti->bytes[o->vic[k].t];
-	}
-	if (cyclic && lb < (int64_t)j - m + 1)
-		lb = (int64_t)j - m + 1;
-	if (!cyclic && lb < 0)
-		lb = 0;
-	if (lb > j)
-		lb = j;
-	p = place_early(o->use, m, lb, j, delta, cap, capv);
-	for (uint32_t k = o->vfirst[j]; k < o->vfirst[j + 1] && !ret; k++) {
-		if (o->vic[k].wb)
-			ret = gops_add(pg, p, TC_OP_STAGE_OUT, o->vic[k].t, -1);
-		if (!ret)
-			ret = gops_add(pg, p, TC_OP_PDROP, o->vic[k].t, -1);
-	}
-	return ret;
-}
-
 static int pinned_level(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 			const struct tinfo *ti, const struct gops *g,
 			const struct slot *sl, uint32_t m, struct gops *pg,
@@ -1896,15 +1871,14 @@ static int pinned_level(const struct tc_trace *tr, const struct tc_plan_cfg *cfg
 	}
 	for (uint32_t j = 0; j < m && !ret; j++) {
 		uint32_t t = rq[j].t;
-		int64_t lb, p, delta = ti->bytes[t];
+		/* in: a read or allocation; else only victims, where the
+		 * capacity dropped (evict_down) */
+		bool in = o.res[j] == RES_MISS || o.res[j] == RES_ALLOC;
+		int64_t lb, p, delta = in ? (int64_t)ti->bytes[t] : 0;
 
-		if (o.res[j] != RES_MISS && o.res[j] != RES_ALLOC) {
-			/* victims where the capacity dropped (evict_down) */
-			if (o.vfirst[j] < o.vfirst[j + 1])
-				ret = drops_at(&o, j, m, lb0, cyclic, ti, cap, capv, pg);
+		if (!in && o.vfirst[j] == o.vfirst[j + 1])
 			continue;
-		}
-		lb = o.evict_at[j] + 1;
+		lb = in ? o.evict_at[j] + 1 : INT64_MIN;
 		for (uint32_t k = o.vfirst[j]; k < o.vfirst[j + 1]; k++) {
 			if (o.vic[k].last + 1 > lb)
 				lb = o.vic[k].last + 1;
@@ -1935,7 +1909,7 @@ static int pinned_level(const struct tc_trace *tr, const struct tc_plan_cfg *cfg
 		 * plan: on OPT-13B with NVMe at 25%, until the Adam ops before
 		 * it ended, and the next step's reads went out late.
 		 */
-		if (!ret)
+		if (!ret && in)
 			ret = gops_add(pg, o.res[j] == RES_MISS ? p : (int64_t)j,
 				       o.res[j] == RES_MISS ? TC_OP_STAGE_IN : TC_OP_PALLOC, t, sl[j].pos);
 	}
