@@ -1201,16 +1201,18 @@ static int cb_flush_all(struct tencache_cache *c)
 }
 
 /* len bytes of tensor id on its direction's stream; done recorded after. */
-static int copy_raw(struct tencache_cache *c, int dir, void *dst, const void *src, uint64_t len,
-		    uint32_t id, struct tc_xev *done)
+/* On stream s (NULL: the direction's copy stream, where copies may batch). */
+static int copy_raw(struct tencache_cache *c, void *s, int dir, void *dst, const void *src,
+		    uint64_t len, uint32_t id, struct tc_xev *done)
 {
 	int h2d = dir == TENCACHE_COPY_H2D, kind = h2d ? TC_TL_H2D : TC_TL_D2H;
-	void *s = h2d ? c->h2d : c->d2h;
 	int ret;
 
 	c->st.link_bytes[!h2d] += len;
-	if (c->cb_on)
-		return cb_add(c, &c->cb[!h2d], s, dir, dst, src, len, done, id);
+	if (!s && c->cb_on)
+		return cb_add(c, &c->cb[!h2d], h2d ? c->h2d : c->d2h, dir, dst, src, len, done, id);
+	if (!s)
+		s = h2d ? c->h2d : c->d2h;
 	ret = tc_exec_timeline_mark(c, s, kind, id, 0);
 	if (!ret && c->copy_lag_ns)	/* test: a slow link (tc_exec_test_lag) */
 		ret = c->dev->ops->spin(c->dev, s, c->copy_lag_ns);
@@ -1225,21 +1227,27 @@ static int copy_tensor(struct tencache_cache *c, int dir, struct tc_tstate *t, u
 {
 	void *gpu = gptr(c, t->goff), *pin = pptr(c, t->poff);
 
-	return dir == TENCACHE_COPY_H2D ? copy_raw(c, dir, gpu, pin, t->bytes, id, done)
-					: copy_raw(c, dir, pin, gpu, t->bytes, id, done);
+	return dir == TENCACHE_COPY_H2D ? copy_raw(c, NULL, dir, gpu, pin, t->bytes, id, done)
+					: copy_raw(c, NULL, dir, pin, gpu, t->bytes, id, done);
 }
 
 /* ---- gated copies ------------------------------------------------------- */
 
 /*
- * A gated FETCH (plan.h: the value is a host op's output) whose op still
- * runs at the issue point does not make the caller wait for it (CUDA's
- * stream_wait_host would) nor hold the H2D stream behind it: its space and
- * stream waits are taken there, and the copy waits in c->gq until the op is
- * done. The queue is polled at each issue point once a host op has finished
- * since the last poll; anything that looks at the copy's event first sends
- * it out, waiting for the host op if it must (xev_*). So copies of host ops'
- * outputs go in the order the ops finish, and the others go past them.
+ * A gated FETCH (plan.h: the value is a host op's output) must not hold the
+ * H2D stream's later copies behind its host op. Where the ops run in order
+ * (TENCACHE_CACHE_DETACH_FIFO) and a stream can wait for a host event
+ * without its caller (a GPU with mapped words, or host mode), the copy goes
+ * on a stream of its own, c->gstream, behind its waits, and nothing waits
+ * on the CPU (fetch_stream). Otherwise its space and stream waits are taken
+ * at the issue point and the copy waits in c->gq until the op is done. The
+ * queue is polled at each issue point once a host op has finished since the
+ * last poll; anything that looks at the copy's event first sends it out,
+ * waiting for the host op if it must (xev_*): the caller then issues nothing
+ * until that op ends (OPT-13B on an H100: the caller spent 58% of its time
+ * there, in staging jobs on pinned space such a copy read, and the disk
+ * went without jobs). So copies of host ops' outputs go in the order the
+ * ops finish, and the others go past them.
  */
 static int gate_issue(struct tencache_cache *c, uint32_t i)
 {
@@ -1250,7 +1258,7 @@ static int gate_issue(struct tencache_cache *c, uint32_t i)
 	memmove(c->gq + i, c->gq + i + 1, (c->gq_nr - i - 1) * sizeof(*c->gq));
 	c->gq_nr--;
 	e->gate = 0;
-	ret = copy_raw(c, TENCACHE_COPY_H2D, g.dst, g.src, g.len, g.id, e);
+	ret = copy_raw(c, NULL, TENCACHE_COPY_H2D, g.dst, g.src, g.len, g.id, e);
 	if (ret)	/* not there after all: no lies */
 		c->t[g.id].valid &= ~TC_V_GPU;
 	return ret;
@@ -1449,12 +1457,22 @@ static int gate_queue(struct tencache_cache *c, uint32_t k, struct tc_tstate *t)
 	return 0;
 }
 
+/* The stream of FETCH k's copy and waits: see "gated copies". */
+static void *fetch_stream(struct tencache_cache *c, const struct tc_op *op)
+{
+	if (op->gated && c->gstream && (c->p.flags & TENCACHE_CACHE_DETACH_FIFO) &&
+	    (c->host_mode || c->hev_words))
+		return c->gstream;
+	return c->h2d;
+}
+
 static int issue_op(struct tencache_cache *c, uint32_t k)
 {
 	const struct tc_op *op = &c->plan.ops[k];
 	struct tc_tstate *t = &c->t[op->tensor];
 	struct tc_xev *e = &c->opev[k];
 	const int32_t *deps = c->plan.deps + op->dep_first;
+	void *s;
 	int ret = 0;
 
 	/* tc_exec_test_fail: this allocation meets a "fragmented" arena */
@@ -1468,13 +1486,17 @@ static int issue_op(struct tencache_cache *c, uint32_t k)
 		return -ENOMEM;
 	switch (op->kind) {
 	case TC_OP_FETCH:
+		s = fetch_stream(c, op);
 		ret = c->op_goff ? galloc_at(c, t, c->op_goff[k]) : galloc(c, t);
-		ret = ret ?: gfreed_wait(c, c->h2d, t->goff, t->bytes);
-		if (!ret && op->gated && gate_hold(c, k, t))
+		ret = ret ?: gfreed_wait(c, s, t->goff, t->bytes);
+		if (!ret && op->gated && s == c->h2d && gate_hold(c, k, t))
 			ret = gate_queue(c, k, t);
 		else
-			ret = ret ?: wait_deps(c, c->h2d, op);
-		ret = ret ?: (e->gate ? 0 : copy_tensor(c, TENCACHE_COPY_H2D, t, op->tensor, e));
+			ret = ret ?: wait_deps(c, s, op);
+		if (!ret && !e->gate)
+			ret = s == c->h2d ? copy_tensor(c, TENCACHE_COPY_H2D, t, op->tensor, e)
+					  : copy_raw(c, s, TENCACHE_COPY_H2D, gptr(c, t->goff),
+						     pptr(c, t->poff), t->bytes, op->tensor, e);
 		if (!ret)	/* on failure the on-demand path takes over: no lies */
 			t->valid |= TC_V_GPU;
 		break;
@@ -2178,6 +2200,10 @@ int tc_exec_drain(struct tencache_cache *c)
 	ret = ret ?: c->dev->ops->stream_sync(c->dev, c->d2h);
 	if (!ret)
 		sorder_synced(c, c->d2h);
+	/* gated copies: after their host ops, which are done or run on */
+	ret = ret ?: c->dev->ops->stream_sync(c->dev, c->gstream);
+	if (!ret)
+		sorder_synced(c, c->gstream);
 	/* deferred waits of host ops: of the copies above */
 	ret = ret ?: c->dev->ops->stream_sync(c->dev, c->rstream);
 	/* every staging job signalled, planned or not (a plan given up waits

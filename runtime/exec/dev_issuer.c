@@ -28,7 +28,7 @@
 #include "exec/dev.h"
 
 #define ISS_RING	4096	/* queued commands at most (a power of two) */
-#define ISS_STREAMS	5	/* the issuer's streams (the cache makes 4) */
+#define ISS_STREAMS	6	/* the issuer's streams (the cache makes 5) */
 #define ISS_LISTS	8	/* watch lists: one per stream, the last shared */
 /*
  * The issuer spins (a core) this long after its last command, so that a

@@ -182,7 +182,8 @@ enum { TC_TL_WHY_NONE, TC_TL_WHY_COPIES, TC_TL_WHY_HOSTOP, TC_TL_WHY_COMPUTE, TC
 
 struct tc_tl_span {
 	uint8_t kind;
-	uint8_t lane;		/* of an NVMe job: its slot among those in flight */
+	uint8_t lane;		/* of an NVMe job: its slot among those in flight; of a
+				 * copy: 1 on the gated copies' stream */
 	uint8_t why;		/* NVMe wait: TC_TL_WHY_* */
 	uint32_t id;		/* tensor, or access for compute */
 	uint32_t why_id;
@@ -233,6 +234,7 @@ struct tencache_cache {
 
 	struct tc_dev *dev;
 	void *h2d, *d2h;
+	void *gstream;			/* gated FETCHes' copies (cache.c, "gated copies") */
 	void *sstream;			/* staging jobs' device deps (snapshots) */
 	/*
 	 * Waits of host acquires that did not wait (TENCACHE_ACQ_NOWAIT): the

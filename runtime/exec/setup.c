@@ -344,6 +344,7 @@ int tc_exec_freeze(struct tencache_cache *c)
 	ret = c->dev->ops->stream_create(c->dev, &c->h2d);
 	ret = ret ?: c->dev->ops->stream_create(c->dev, &c->d2h);
 	ret = ret ?: c->dev->ops->stream_create(c->dev, &c->rstream);
+	ret = ret ?: c->dev->ops->stream_create(c->dev, &c->gstream);
 	/* test only: a compute stream of the host backend's own, which the
 	 * issuer, if any, treats as a caller's stream, as a GPU's is */
 	if (!ret && c->lag_on)
@@ -2213,6 +2214,8 @@ void tencache_cache_destroy(struct tencache_cache *c)
 			c->dev->ops->stream_destroy(c->dev, c->rstream);
 		c->dev->ops->stream_destroy(c->dev, c->h2d);
 		c->dev->ops->stream_destroy(c->dev, c->d2h);
+		if (c->gstream)
+			c->dev->ops->stream_destroy(c->dev, c->gstream);
 		if (c->sstream)
 			c->dev->ops->stream_destroy(c->dev, c->sstream);
 		if (c->lag_s)

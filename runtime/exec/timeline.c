@@ -108,7 +108,9 @@ int tc_exec_timeline_mark(struct tencache_cache *c, void *s, int kind, uint32_t 
 		pthread_mutex_lock(&c->slock);
 		sp = tl_push(c);
 		if (sp)
-			*sp = (struct tc_tl_span){ .kind = kind, .id = id, .ev0 = e };
+			/* gated copies' stream: a track of its own ("H2D 2") */
+			*sp = (struct tc_tl_span){ .kind = kind, .lane = s && s == c->gstream,
+						   .id = id, .ev0 = e };
 		pthread_mutex_unlock(&c->slock);
 		return sp ? 0 : -ENOMEM;
 	}
