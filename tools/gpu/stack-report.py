@@ -14,7 +14,9 @@ import collections
 import os
 import subprocess
 
-CALLS = ("tencache_acquire", "tencache_release", "tencache_op_detach")
+# the public calls, and the static functions they may be folded into
+CALLS = ("tencache_acquire", "tencache_release", "tencache_op_detach", "acquire", "release",
+         "op_detach")
 
 
 def load(path):
