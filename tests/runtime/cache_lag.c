@@ -503,6 +503,11 @@ int main(void)
 		{ "overlap, nowait, NVMe, slow reads", 0, 0, 0, 1, 1, 1, 20000000, 0 },
 		{ "overlap, nowait, NVMe, slow reads, in order", TENCACHE_CACHE_DETACH_FIFO,
 		  0, 0, 1, 1, 1, 20000000, 1 },
+		/* gated copies on their own stream, host signals by the issuer */
+		{ "overlap, nowait, NVMe, slow copies, in order, issuer",
+		  TENCACHE_CACHE_DETACH_FIFO | TENCACHE_CACHE_ISSUER, 0, 1000000, 1, 1, 1, 0, 1 },
+		{ "overlap, nowait, NVMe, slow reads, in order, issuer",
+		  TENCACHE_CACHE_DETACH_FIFO | TENCACHE_CACHE_ISSUER, 0, 0, 1, 1, 1, 20000000, 1 },
 	};
 	const char *dir = getenv("TEST_DIR") ? getenv("TEST_DIR") : "/var/tmp";
 	struct tencache *tc;
