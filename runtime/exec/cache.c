@@ -1200,8 +1200,8 @@ static int cb_flush_all(struct tencache_cache *c)
 	return r0 ?: r1;
 }
 
-/* len bytes of tensor id on its direction's stream; done recorded after. */
-/* On stream s (NULL: the direction's copy stream, where copies may batch). */
+/* len bytes of tensor id on stream s (NULL: its direction's copy stream,
+ * where copies may batch); done recorded after. */
 static int copy_raw(struct tencache_cache *c, void *s, int dir, void *dst, const void *src,
 		    uint64_t len, uint32_t id, struct tc_xev *done)
 {
