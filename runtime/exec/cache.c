@@ -2921,9 +2921,17 @@ static int op_detach(struct tencache_cache *c, uint64_t *token)
 
 int tencache_op_detach(struct tencache_cache *c, uint64_t *token)
 {
+	uint64_t t0 = tc_now_ns();
+	uint32_t id;
+	int ret;
+
 	if (!c || !c->in_step)
 		return -EINVAL;
-	return IN_DEV(c, op_detach(c, token));
+	id = c->nr_op_ids ? c->op_ids[0] : 0;	/* the op's first tensor names the span */
+	ret = IN_DEV(c, op_detach(c, token));
+	if (tc_now_ns() - t0 >= TC_TL_CALL_NS)
+		tc_exec_timeline_add(c, TC_TL_CALL, 0, id, t0, tc_now_ns());
+	return ret;
 }
 
 /* The detached op of token, not done yet; NULL. Under dlock. */

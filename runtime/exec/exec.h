@@ -168,8 +168,8 @@ struct tc_tstate {
 
 /* _WAIT: a staging worker, nothing of its own in flight, waits for the
  * dependencies of its next job (a copy, an op, pinned space); _CALL: an
- * acquire or release that kept the caller TC_TL_CALL_NS or longer (on a
- * GPU, in the driver's calls: the caller issues the plan's NVMe jobs) */
+ * acquire, release or detach that kept the caller TC_TL_CALL_NS or longer
+ * (on a GPU, in the driver's calls: the caller issues the plan's NVMe jobs) */
 #define TC_TL_CALL_NS	100000
 enum tc_tl_kind {
 	TC_TL_H2D, TC_TL_D2H, TC_TL_NVME_RD, TC_TL_NVME_WR, TC_TL_COMPUTE,

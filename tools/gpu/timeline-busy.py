@@ -2,7 +2,7 @@
 # timeline-busy.py - how busy each track of a replay's Perfetto timeline was
 # (tencache-bench replay --timeline): per kind of track (H2D, D2H, NVMe
 # read, NVMe write, compute, host op, acquire stall, NVMe read / write wait,
-# tencache call: an acquire or release of 100 us or more;
+# tencache call: an acquire, release or detach of 100 us or more;
 # the NVMe jobs in flight at once have a track each) its busy time (the
 # union of its spans), its first and last span, and its longest idle gaps;
 # then the same for the disk (NVMe read or write), and its idle time split
@@ -165,7 +165,7 @@ def idle_why(disk, tracks, why, t0, t1):
               idle / 1e3, either / 1e3, covered(gaps, rd) / 1e3, covered(gaps, wr) / 1e3,
               (idle - either) / 1e3))
     # no job queued: the caller had not issued it; was the caller inside
-    # a tencache call then (acquire or release of 100 us or more)?
+    # a tencache call then (acquire, release or detach of 100 us or more)?
     calls = tracks.get("tencache call", [])
     if calls:
         nojob = minus(gaps, rd + wr)
