@@ -70,8 +70,9 @@ struct tc_dev_ops {
 	int (*stream_wait_host)(struct tc_dev *d, void *s, struct tc_hev *h,
 				uint64_t target);
 	/* when s reaches this point, signal host event h's instance inst
-	 * (host mode queues it, CUDA a host function on s, the issuer an
-	 * event of its own that its poll sees complete) */
+	 * (host mode queues it; CUDA records an event on s that a thread of
+	 * its own syncs; the issuer an event of its own that its poll sees
+	 * complete) */
 	int (*signal_host)(struct tc_dev *d, void *s, struct tc_hev *h, uint64_t inst);
 	/*
 	 * Optional: n words of host memory a stream can wait on (CUDA: mapped
