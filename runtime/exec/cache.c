@@ -1493,10 +1493,9 @@ static int issue_op(struct tencache_cache *c, uint32_t k)
 			ret = gate_queue(c, k, t);
 		else
 			ret = ret ?: wait_deps(c, s, op);
-		if (!ret && !e->gate)
-			ret = s == c->h2d ? copy_tensor(c, TENCACHE_COPY_H2D, t, op->tensor, e)
-					  : copy_raw(c, s, TENCACHE_COPY_H2D, gptr(c, t->goff),
-						     pptr(c, t->poff), t->bytes, op->tensor, e);
+		if (!ret && !e->gate)	/* on h2d in its batch (NULL), else on s */
+			ret = copy_raw(c, s == c->h2d ? NULL : s, TENCACHE_COPY_H2D,
+				       gptr(c, t->goff), pptr(c, t->poff), t->bytes, op->tensor, e);
 		if (!ret)	/* on failure the on-demand path takes over: no lies */
 			t->valid |= TC_V_GPU;
 		break;
@@ -2501,6 +2500,14 @@ static int op_host_wait(struct tencache_cache *c, struct tc_xev *e)
 	return 0;
 }
 
+/* A call that kept the caller TC_TL_CALL_NS or more (t0..t1, its waits
+ * left out): on the timeline's "tencache call" track, named for tensor id. */
+static void call_note(struct tencache_cache *c, uint32_t id, uint64_t t0, uint64_t t1)
+{
+	if (t1 - t0 >= TC_TL_CALL_NS)
+		tc_exec_timeline_add(c, TC_TL_CALL, 0, id, t0, t1);
+}
+
 static int acquire(struct tencache_cache *c, int id, unsigned flags, void *stream,
 		   void **ptr)
 {
@@ -2696,8 +2703,7 @@ static int acquire(struct tencache_cache *c, int id, unsigned flags, void *strea
 	t1 = tc_now_ns();
 	c->st.decision_ns += t1 - t0 - waited;
 	c->st.decisions++;
-	if (t1 - t0 - waited >= TC_TL_CALL_NS)	/* its waits are stall spans */
-		tc_exec_timeline_add(c, TC_TL_CALL, 0, id, t0 + waited, t1);
+	call_note(c, id, t0 + waited, t1);	/* its waits are stall spans */
 	return 0;
 }
 
@@ -2821,8 +2827,7 @@ static int release(struct tencache_cache *c, int id, void *stream, uint64_t comp
 	t1 = tc_now_ns();
 	c->st.decision_ns += t1 - t0;
 	c->st.decisions++;
-	if (t1 - t0 >= TC_TL_CALL_NS)	/* host mode: after the op's compute */
-		tc_exec_timeline_add(c, TC_TL_CALL, 0, id, t0, t1);
+	call_note(c, id, t0, t1);	/* host mode: after the op's compute */
 	return ret;
 }
 
@@ -2929,8 +2934,7 @@ int tencache_op_detach(struct tencache_cache *c, uint64_t *token)
 		return -EINVAL;
 	id = c->nr_op_ids ? c->op_ids[0] : 0;	/* the op's first tensor names the span */
 	ret = IN_DEV(c, op_detach(c, token));
-	if (tc_now_ns() - t0 >= TC_TL_CALL_NS)
-		tc_exec_timeline_add(c, TC_TL_CALL, 0, id, t0, tc_now_ns());
+	call_note(c, id, t0, tc_now_ns());
 	return ret;
 }
 

@@ -71,8 +71,7 @@ struct tc_dev_ops {
 				uint64_t target);
 	/* when s reaches this point, signal host event h's instance inst
 	 * (host mode queues it; CUDA records an event on s that a thread of
-	 * its own syncs; the issuer an event of its own that its poll sees
-	 * complete) */
+	 * its own syncs) */
 	int (*signal_host)(struct tc_dev *d, void *s, struct tc_hev *h, uint64_t inst);
 	/*
 	 * Optional: n words of host memory a stream can wait on (CUDA: mapped

@@ -70,11 +70,6 @@ struct iss_ev {
 	/* destroyed: freed once the commands queued before are made */
 	struct iss_ev *dead_next;
 	uint64_t dead_seq;
-	/* the issuer's own, for a host signal (iss_signal_run): h's instance
-	 * to signal once it completes; on the free list, the next there */
-	struct tc_hev *sig_h;
-	uint64_t sig_inst;
-	struct iss_ev *sig_next;
 };
 
 struct iss_cmd {
@@ -114,8 +109,6 @@ struct iss_dev {
 	struct iss_stream *streams[ISS_STREAMS];
 	struct iss_list lists[ISS_LISTS];
 	uint32_t nwatch;		/* atomic: events in them */
-	pthread_mutex_t sig_lock;	/* sig_free */
-	struct iss_ev *sig_free;	/* host signals' events, unused */
 	struct iss_cmd ring[ISS_RING];
 };
 
@@ -227,8 +220,6 @@ static void watch(struct iss_dev *w, struct iss_ev *e, void *key, uint64_t inst)
 	__atomic_store_n(&w->nwatch, w->nwatch + 1, __ATOMIC_RELAXED);
 }
 
-static void sig_put(struct iss_dev *w, struct iss_ev *e);
-
 /*
  * Publishes what completed; returns how many. One query per hold of rlock:
  * a thread that needs a command made waits for one driver call at most.
@@ -255,100 +246,12 @@ static int iss_poll(struct iss_dev *w)
 				else
 					ev_publish(e, e->winst);
 				unwatch(w, e);
-				if (e->sig_h) {	/* a host signal: its event is free again */
-					tc_hev_signal(&w->d, e->sig_h, e->sig_inst);
-					e->sig_h = NULL;
-					sig_put(w, e);
-				}
 				n++;
 			}
 			pthread_mutex_unlock(&w->rlock);
 		} while (r);
 	}
 	return n;
-}
-
-/*
- * A host signal after the work queued on a stream: an event of the issuer's
- * own (sig_get, on the caller's thread, which makes every event as the
- * cache's workers never do: results/h200-replay-raw/s28), recorded there
- * by the runner and watched as the others are; iss_poll signals the host
- * event once it completes and puts the event back. Not the backend's
- * signal_host: CUDA's cuLaunchHostFunc held its caller 0.4 s a call on
- * average on an H100 (OPT-13B, 170 calls, 69.6 s).
- */
-static int sig_get(struct iss_dev *w, struct iss_ev **ep)
-{
-	struct iss_ev *e;
-	int ret;
-
-	pthread_mutex_lock(&w->sig_lock);
-	e = w->sig_free;
-	if (e)
-		w->sig_free = e->sig_next;
-	pthread_mutex_unlock(&w->sig_lock);
-	if (!e) {
-		e = calloc(1, sizeof(*e));
-		if (!e)
-			return -ENOMEM;
-		e->list = -1;
-		ret = w->bo->event_create(w->b, 0, &e->b);
-		if (ret) {
-			free(e);
-			return ret;
-		}
-	}
-	*ep = e;
-	return 0;
-}
-
-static void sig_put(struct iss_dev *w, struct iss_ev *e)
-{
-	pthread_mutex_lock(&w->sig_lock);
-	e->sig_next = w->sig_free;
-	w->sig_free = e;
-	pthread_mutex_unlock(&w->sig_lock);
-}
-
-/* C_SIGNAL_HOST: under rlock. */
-static int iss_signal_run(struct iss_dev *w, struct iss_cmd *c)
-{
-	struct iss_ev *e = c->e;
-	int r = w->bo->record(w->b, e->b, c->s);
-
-	if (r) {
-		tc_hev_signal(&w->d, c->h, c->len);	/* no waiter may hang on it */
-		sig_put(w, e);
-		return r;
-	}
-	e->sig_h = c->h;
-	e->sig_inst = c->len;
-	watch(w, e, c->s, ++e->inst);
-	return 0;
-}
-
-/* The host signals still pending at close (their streams are done) and the
- * free ones: signalled, then freed. */
-static void iss_signal_close(struct iss_dev *w)
-{
-	struct iss_ev *e;
-
-	for (int i = 0; i < ISS_LISTS; i++)
-		for (struct iss_ev *n, *x = w->lists[i].head; x; x = n) {
-			n = x->next;
-			if (!x->sig_h)
-				continue;
-			w->bo->sync(w->b, x->b);
-			tc_hev_signal(&w->d, x->sig_h, x->sig_inst);
-			unwatch(w, x);
-			sig_put(w, x);
-		}
-	while ((e = w->sig_free)) {
-		w->sig_free = e->sig_next;
-		w->bo->event_destroy(w->b, e->b);
-		free(e);
-	}
-	pthread_mutex_destroy(&w->sig_lock);
 }
 
 static void iss_run(struct iss_dev *w, struct iss_cmd *c)
@@ -375,7 +278,7 @@ static void iss_run(struct iss_dev *w, struct iss_cmd *c)
 		r = r > 0 ? 0 : r;
 		break;
 	case C_SIGNAL_HOST:
-		r = iss_signal_run(w, c);
+		r = w->bo->signal_host(w->b, c->s, c->h, c->len);
 		break;
 	case C_WATCH:
 		watch(w, c->e, c->s, c->len);
@@ -528,7 +431,6 @@ static void iss_close(struct tc_dev *d)
 		pthread_join(w->thread, NULL);
 	}
 	iss_reap(w);
-	iss_signal_close(w);
 	w->bo->close(w->b);
 	pthread_mutex_destroy(&w->qlock);
 	pthread_cond_destroy(&w->qcond);
@@ -720,9 +622,6 @@ static int iss_signal_host(struct tc_dev *d, void *s, struct tc_hev *h, uint64_t
 		return ret;
 	if (!ws)
 		return w->bo->signal_host(w->b, s, h, inst);
-	ret = sig_get(w, &c.e);	/* iss_signal_run */
-	if (ret)
-		return ret;
 	c.s = ws->b;
 	iss_push(w, &c);
 	return 0;
@@ -842,7 +741,6 @@ int tc_dev_issuer_wrap(struct tc_dev **dp)
 	w->bo = b->ops;
 	pthread_mutex_init(&w->qlock, NULL);
 	pthread_cond_init(&w->qcond, NULL);
-	pthread_mutex_init(&w->sig_lock, NULL);
 	/* adaptive: a runner holds it for one driver call or a few */
 	pthread_mutexattr_init(&ma);
 	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);

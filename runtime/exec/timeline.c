@@ -2,8 +2,8 @@
  * timeline.c - what the last step did, per stream, as Chrome trace-event
  * JSON (opens in Perfetto / chrome://tracing): copies on the H2D and D2H
  * streams, NVMe staging, compute, host ops, the host's stalls in
- * acquire, and the acquires and releases that kept the caller 100 us or
- * more (on a GPU, in the driver). Device spans are bracketed by timing
+ * acquire, and the acquires, releases and detaches that kept the caller
+ * 100 us or more (on a GPU, in the driver). Device spans are bracketed by timing
  * events and turned into host time at the end of the step, relative to an
  * event recorded at its start.
  * Beside it, what the timing model said of the same plan's step.

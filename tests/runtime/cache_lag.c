@@ -503,7 +503,7 @@ int main(void)
 		{ "overlap, nowait, NVMe, slow reads", 0, 0, 0, 1, 1, 1, 20000000, 0 },
 		{ "overlap, nowait, NVMe, slow reads, in order", TENCACHE_CACHE_DETACH_FIFO,
 		  0, 0, 1, 1, 1, 20000000, 1 },
-		/* gated copies on their own stream, host signals by the issuer */
+		/* gated copies on their own stream, with the issuer */
 		{ "overlap, nowait, NVMe, slow copies, in order, issuer",
 		  TENCACHE_CACHE_DETACH_FIFO | TENCACHE_CACHE_ISSUER, 0, 1000000, 1, 1, 1, 0, 1 },
 		{ "overlap, nowait, NVMe, slow reads, in order, issuer",
