@@ -47,6 +47,10 @@ struct tc_xev {
 	void *rec_s;			/* stream of the latest record */
 	uint8_t rec_o;			/* its tc_sorder + 1; 0: not tracked */
 	uint64_t rec_seq;		/* the record's place on that stream */
+	uint64_t rec_at, prev_at;	/* c->rec_clock at its latest record and the
+					 * one before */
+	uint8_t prev_done;		/* that one was known done when the latest
+					 * was made */
 	uint8_t cb;			/* its copy waits in a batch (tc_cbatch):
 					 * recorded when the batch goes out */
 	uint8_t gate;			/* its copy waits for a host op (tc_gated) */
@@ -145,6 +149,7 @@ struct tc_freed {
 		uint64_t off, len;
 		const int32_t *deps;	/* the free's dependencies: its last users */
 		uint32_t nr_deps;
+		uint64_t at;		/* c->rec_clock then: their instances */
 	} *v;
 	uint32_t nr, cap;
 	uint32_t poll_at;	/* freed_poll queries past this length */
@@ -322,6 +327,7 @@ struct tencache_cache {
 
 	/* GPU ranges freed by DROP, pinned ones by PDROP */
 	struct tc_freed gfreed, pfreed;
+	uint64_t rec_clock;		/* device-event records made (tc_xev.rec_at) */
 	int32_t *sdeps;			/* a staging job's dependencies, gathered */
 	uint32_t nr_sdeps, cap_sdeps;
 
