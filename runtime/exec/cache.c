@@ -231,6 +231,8 @@ static int pfreed_deps(struct tencache_cache *c, uint64_t off, uint64_t len)
 		if (g->off >= off + len || off >= g->off + g->len)
 			continue;
 		for (uint32_t k = 0; k < g->nr_deps; k++) {
+			if (freed_older_done(c, g->deps[k], g->at))
+				continue;
 			if (TC_GROW(c->sdeps, c->cap_sdeps, c->nr_sdeps, 64))
 				return -ENOMEM;
 			c->sdeps[c->nr_sdeps++] = g->deps[k];
