@@ -1501,9 +1501,8 @@ static int gate_queue(struct tencache_cache *c, uint32_t k, struct tc_tstate *t)
  * The stream of FETCH op's copy and waits: see "gated copies". Only a copy
  * whose host op still runs goes on gstream. The ops end in order, but the
  * copies are issued in the plan's order: one whose op is done, queued
- * behind a copy waiting for a later op, waited for that op too (OPT-13B on
- * an H100: the backward's copies 3.2 s behind the embedding's Adam, and the
- * GPU idle meanwhile).
+ * behind a copy waiting for a later op, waited for that op too, and hung
+ * where that op waited for the caller to get the copy (cache_gated).
  */
 static void *fetch_stream(struct tencache_cache *c, const struct tc_op *op)
 {
