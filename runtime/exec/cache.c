@@ -130,10 +130,10 @@ static int galloc_at(struct tencache_cache *c, struct tc_tstate *t, int64_t off)
 static int freed_push(struct tencache_cache *c, struct tc_freed *l, uint64_t off,
 		      uint64_t len, const int32_t *deps, uint32_t nr_deps)
 {
-	if (!nr_deps)
-		return 0;
 	uint64_t at = c->rec_clock;
 
+	if (!nr_deps)
+		return 0;
 	if (TC_GROW(l->v, l->cap, l->nr, 256))
 		return -ENOMEM;
 	/* a copy issued, its record still to come (a batch, a held gated
