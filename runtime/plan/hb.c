@@ -24,11 +24,12 @@
  * waits is after it from its next seq on), and, once forced, before what
  * H2D gets after the force. A freed range's waits skip a held copy for its
  * event's previous instance (cache.c gfreed_ev); the step's end does not
- * wait for a held copy (tc_exec_drain: it is on no stream yet). Not modelled
- * here, as they only wait less for what is done: cache.c skips an op's
- * newer instance once the one a free meant is known done (freed_older_done),
- * and with ops run in order puts a gated copy whose op still runs on a
- * stream of its own (fetch_stream).
+ * wait for a held copy (tc_exec_drain: it is on no stream yet). Not
+ * modelled here: a freed range's waits skip an op's newer instance once the
+ * one the free meant is known done (cache.c freed_older_done: a wait only
+ * left out for what is done), and with ops run in order a gated copy whose
+ * op still runs is not held but waits for it on a stream of its own,
+ * gstream (cache.c fetch_stream).
  *
  * Happens-before is tracked with vector clocks over the chains CPU, compute,
  * H2D and D2H; a detached host op is ordered before what follows the first
