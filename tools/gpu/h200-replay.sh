@@ -31,7 +31,9 @@
 # it is killed (default 20: a 13b-* run, whose steps and plan changes take
 # 8-45 s, lost its summary at 20 and wants 60); PINNED and NVME_BUDGET the
 # 13b-* runs' pinned share and swap file (default 98% and 8G: at 80%, 44G);
-# DECIDE=0 skips the decide benchmark.
+# DECIDE=0 skips the decide benchmark; TIMELINE=0 leaves out the Perfetto
+# timelines, whose two timing events per copy add to the driver's command
+# queue (the 13B caller waited for room in it: session 32).
 set -uo pipefail
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$TOP"
@@ -106,11 +108,13 @@ fi
 # one replay: NAME SECONDS(time limit) ARGS...
 replay() {
 	local name=$1 limit=$2
+	local tl=(--timeline "$O/timeline-$name.json" --timeline-all)
 	shift 2
+	[ "${TIMELINE:-1}" = 0 ] && tl=()
 	step "replay $name ($*)"
 	# shellcheck disable=SC2086
 	timeout -k 5 $((limit + ${GRACE:-20})) "$BENCH" replay $COMMON --time-limit "$limit" "$@" \
-		-o "$O/replay-$name.json" --timeline "$O/timeline-$name.json" --timeline-all \
+		-o "$O/replay-$name.json" "${tl[@]}" \
 		--plot "$O/replay-$name.png" 2>&1 | tee "$O/replay-$name.txt"
 	echo "replay $name: exit ${PIPESTATUS[0]} after $(($(date +%s) - T0)) s in all"
 	rm -f "$NVME"
