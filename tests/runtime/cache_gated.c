@@ -186,8 +186,10 @@ static void run(unsigned flags)
 	if (t_failures)
 		return;
 	T_EQ(tencache_cache_create(tc, &c, &p), 0);
-	if (t_failures)
+	if (t_failures) {
+		tencache_exit(tc);
 		return;
+	}
 	T_EQ(t_register_fill(c, NT, bytes, version, TENCACHE_ROLE_PARAM_FP16), 0);
 	for (int s = 0; s < STEPS && !ret; s++) {
 		ret = in_order ? step_in_order(c, &j, s) : step(c, &j, s);
