@@ -1277,9 +1277,9 @@ static int copy_tensor(struct tencache_cache *c, int dir, struct tc_tstate *t, u
  * A gated FETCH (plan.h: the value is a host op's output) must not hold the
  * H2D stream's later copies behind its host op. Where the ops run in order
  * (TENCACHE_CACHE_DETACH_FIFO) and a stream can wait for a host event
- * without its caller (a GPU with mapped words, or host mode), the copy goes
- * on a stream of its own, c->gstream, behind its waits, and nothing waits
- * on the CPU (fetch_stream). Otherwise its space and stream waits are taken
+ * without its caller (a GPU with mapped words, or host mode), a copy whose
+ * op still runs goes on a stream of its own, c->gstream, behind its waits,
+ * and nothing waits on the CPU (fetch_stream). Otherwise its space and stream waits are taken
  * at the issue point and the copy waits in c->gq until the op is done. The
  * queue is polled at each issue point once a host op has finished since the
  * last poll; anything that looks at the copy's event first sends it out,
