@@ -31,7 +31,7 @@ for suite in runtime plan gpu; do
 done
 
 step "tools: the main job (replay) and the decide benchmark, smoke runs (tests/tools)"
-bash tests/runner.sh tests/tools/replay_smoke.sh tests/tools/replay_overlap.sh tests/tools/replay_model_only.sh tests/tools/replay_fallback.sh tests/tools/replay_nvme_overlap.sh tests/tools/replay_nvme_layout.sh tests/tools/replay_nvme_tight.sh tests/tools/replay_nvme_room.sh tests/tools/replay_killed.sh tests/tools/decide_smoke.sh tests/tools/bench_io.sh tests/tools/stack_sample.sh | tee "$LOG/tools.tap"
+bash tests/runner.sh tests/tools/replay_smoke.sh tests/tools/replay_overlap.sh tests/tools/replay_model_only.sh tests/tools/replay_fallback.sh tests/tools/replay_nvme_overlap.sh tests/tools/replay_nvme_layout.sh tests/tools/replay_nvme_tight.sh tests/tools/replay_nvme_room.sh tests/tools/replay_gpu_local.sh tests/tools/replay_killed.sh tests/tools/decide_smoke.sh tests/tools/bench_io.sh tests/tools/stack_sample.sh | tee "$LOG/tools.tap"
 
 step "python tests (tests/python/run.sh)"
 TEST_TIMEOUT=900 bash tests/runner.sh tests/python/run.sh | tee "$LOG/python.tap"
