@@ -635,9 +635,9 @@ static int cuda_signal_host(struct tc_dev *d, void *s, struct tc_hev *h, uint64_
  * close (tc_dev_cuda_timed_ops, at the debug log level: two clock reads a
  * call stay off the decisions' path otherwise). On a GPU the caller also
  * issues the plan's NVMe jobs: one held up in the driver (a full stream, a
- * host wait) issues none, and OPT-13B's
- * replays spent 0.9-1.2 ms per acquire or release outside their waits
- * (results/h200-replay.md, session 30).
+ * host wait) issues none, and OPT-13B's replays spent 0.9-1.2 ms per
+ * acquire or release outside their waits (results/h200-replay.md, session
+ * 30).
  */
 #define SLOW_NS	100000
 

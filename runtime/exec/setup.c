@@ -655,18 +655,16 @@ static int res_by_area(const void *x, const void *y, void *arg)
  * before it that overlap it in time (first fit), or in the smallest such
  * gap that holds it (best fit); fixed ones come first and keep theirs.
  * Returns the height they reach (past cap: at the first one past it, unless
- * whole); pf, if given, says where the first one past cap lies.
+ * whole); pf[0..*npf) says where the first (at most max_pf) past cap lie.
  */
 static uint64_t place_order(const struct tc_plan *pl, struct tc_res *r, uint32_t nres,
 			    const uint32_t *order, uint64_t *busy, uint64_t T, uint64_t cap,
-			    bool best, bool whole, struct place_fail *pf, uint32_t *npf,
-			    uint32_t *soft)
+			    bool best, bool whole, struct place_fail *pf, uint32_t max_pf,
+			    uint32_t *npf, uint32_t *soft)
 {
 	uint64_t height = 0;
-	uint32_t max_pf = pf && npf ? *npf : pf != NULL;
 
-	if (npf)
-		*npf = 0;
+	*npf = 0;
 
 	soft[0] = soft[1] = 0;
 	for (uint32_t n = 0; n < nres; n++) {
@@ -715,8 +713,7 @@ static uint64_t place_order(const struct tc_plan *pl, struct tc_res *r, uint32_t
 			pf->over = at + x->len - cap;
 			pf++;
 			max_pf--;
-			if (npf)
-				++*npf;
+			++*npf;
 		}
 		if (height > cap && !whole)
 			break;
@@ -853,7 +850,7 @@ static int lay_out(struct tencache_cache *c, const struct tc_plan *pl,
 	for (unsigned pass = 0; pass < (tl->thorough ? 6 : 2) && !placed; pass++) {
 		struct place_fail pp = { 0 };
 		bool many = pf && tl->nfail && !pass;
-		uint32_t n = tl->max_fail;
+		uint32_t n;
 		uint64_t h;
 
 		for (uint32_t i = 0; i < nres; i++)
@@ -861,8 +858,8 @@ static int lay_out(struct tencache_cache *c, const struct tc_plan *pl,
 		qsort_r(order, nres, sizeof(*order), lay_passes[pass].cmp, r);
 		/* pf: the first order's, or with height the lowest one's */
 		h = place_order(pl, r, nres, order, busy, T, tl->cap, lay_passes[pass].best,
-				height != NULL || many,
-				many ? pf : pf && (height || !pass) ? &pp : NULL, many ? &n : NULL, soft);
+				height != NULL || many, many ? pf : &pp,
+				many ? tl->max_fail : pf && (height || !pass), &n, soft);
 		placed = h <= tl->cap;
 		if (many)
 			*tl->nfail = n;
