@@ -9,7 +9,10 @@
 # timeline-busy.py's report goes next to its log and the timelines and plots
 # are deleted (they are large). If a run's first planned step has not
 # begun 70 s after its plan, the threads' stacks are taken (cuda-gdb -p)
-# once, as for session 28's hang.
+# once, as for session 28's hang. WARM=1 first runs this tree once more
+# (warm.log, not compared): a fresh machine's first replay is slower (its
+# disk: 1.87 against 2.22-2.29 GB/s in session 32). TIMELINE=0 (read by
+# h200-replay.sh) leaves the timelines out.
 #   bash tools/gpu/h200-ab.sh OLD OUTDIR
 # RUNS, LIMIT13, GRACE, PINNED, NVME_BUDGET and RESERVE_GIB go to
 # h200-replay.sh (defaults: 13b-25, 150, 60, 80%, 52G, 82); POLICIES the
@@ -59,6 +62,7 @@ run() {	# TREE NAME
 	find "$O/$2" \( -name 'timeline*.json' -o -name '*.png' \) -delete
 }
 
+[ "${WARM:-0}" = 1 ] && run "$TOP" warm
 if [ "${ORDER:-new-first}" = old-first ]; then
 	run "$OLD" old
 	run "$TOP" new
