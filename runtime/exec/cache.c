@@ -2252,9 +2252,11 @@ int tc_exec_drain(struct tencache_cache *c)
 	if (!ret)
 		sorder_synced(c, c->d2h);
 	/* gated copies: after their host ops, which are done or run on */
-	ret = ret ?: c->dev->ops->stream_sync(c->dev, c->gstream);
-	if (!ret)
-		sorder_synced(c, c->gstream);
+	if (c->gstream) {
+		ret = ret ?: c->dev->ops->stream_sync(c->dev, c->gstream);
+		if (!ret)
+			sorder_synced(c, c->gstream);
+	}
 	/* deferred waits of host ops: of the copies above */
 	ret = ret ?: c->dev->ops->stream_sync(c->dev, c->rstream);
 	/* every staging job signalled, planned or not (a plan given up waits

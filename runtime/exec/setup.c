@@ -344,7 +344,9 @@ int tc_exec_freeze(struct tencache_cache *c)
 	ret = c->dev->ops->stream_create(c->dev, &c->h2d);
 	ret = ret ?: c->dev->ops->stream_create(c->dev, &c->d2h);
 	ret = ret ?: c->dev->ops->stream_create(c->dev, &c->rstream);
-	ret = ret ?: c->dev->ops->stream_create(c->dev, &c->gstream);
+	/* gated copies' own stream: only where host ops run in order */
+	if (c->p.flags & TENCACHE_CACHE_DETACH_FIFO)
+		ret = ret ?: c->dev->ops->stream_create(c->dev, &c->gstream);
 	/* test only: a compute stream of the host backend's own, which the
 	 * issuer, if any, treats as a caller's stream, as a GPU's is */
 	if (!ret && c->lag_on)
