@@ -1096,7 +1096,8 @@ static unsigned gpu_classes(struct tencache_cache *c, const struct tc_plan *pl,
  * -EBADMSG: the plan failed its check (logged and counted). The first
  * plan's pinned victim horizon is kept in cfg for the next tries, which
  * change only the GPU's room: searched in each, it made every plan of
- * OPT-13B on the H100 take 13-18 s instead of 4-5.
+ * OPT-13B on the H100 take 13-18 s instead of 4-5. plan_local searches it
+ * again for the three plans it starts from.
  */
 static int plan_fit(struct tencache_cache *c, struct tc_plan_cfg *cfg,
 		    struct place_fail *pf, uint32_t max_fail, uint32_t *nfail)
@@ -1193,11 +1194,15 @@ static void fit_drop(struct tencache_cache *c)
 
 /*
  * The plan in c fits the arena only at less than the budget throughout
- * (gpu_bytes). First the plans for 1 to THROUGH steps of 1/64 less (the
- * model swings by several percent from one room to the next: --model-only
- * on OPT-13B at 25%, 7649-7946 ms/step over 13 such steps, not in order of
- * room; the best of three steps was 0.9% shorter than the first, on
- * average, at 25% and 1.4% at 50%). Then more room with less only where a
+ * (gpu_bytes). First that plan and those for 1 to THROUGH steps of 1/64
+ * less, each with the pinned victim horizon searched again from the first
+ * plan's (plan_fit keeps that one). --model-only on OPT-13B, 20 layers, 13
+ * such steps: the step modelled with the full budget's horizon kept was
+ * 1.6% (25%) and 4.4% (50%) longer on average than with it searched so,
+ * and it swings by several percent from one room to the next, not in
+ * order of room; the best of these three plans was 3.4% (25%) and 7.4%
+ * (50%) shorter than the first with the horizon kept, on average where the
+ * first layouts fit (5-10 steps). Then more room with less only where a
  * layout failed (ours and LRU take a per-access capacity): from the full
  * budget, then from halfway between the two, and so on while time is left.
  * Each round cuts 1/64 of the budget (or what it reached past, if more)
@@ -1219,7 +1224,10 @@ static int plan_local(struct tencache_cache *c, struct tc_plan_cfg *cfg, uint64_
 	uint64_t *capv, *cut, gb = cfg->gpu_bytes, from = full, until, step = c->p.gpu_budget / 64;
 	uint64_t a_ns = own_sim_ns(c, cfg), least = UINT64_MAX, whole_ns, whole_gb = gb;
 	struct fit_plan best = { .ns = a_ns, .bytes = gb };
-	int ret = 0, tries = 0, lower = 0, local = 0;
+	int32_t h = cfg->pinned_horizon;
+	/* ours' pinned level over NVMe has a victim horizon to search */
+	bool searched = cfg->policy == TC_POLICY_OURS && cfg->nvme_bytes && h >= 0;
+	int ret = 0, tries = 0, lower = 0, took = 0, local = 0;
 	struct place_fail *pf;
 
 	capv = malloc(c->trace.nr_acc * sizeof(*capv));
@@ -1230,14 +1238,19 @@ static int plan_local(struct tencache_cache *c, struct tc_plan_cfg *cfg, uint64_
 		goto out;
 	}
 	fit_take(c, &best);
-	for (unsigned j = 1; j <= THROUGH; j++) {
+	for (unsigned j = 0; j <= THROUGH; j++) {
 		uint64_t ns;
 		int fits;
 
-		if (gb <= j * step + tc_trace_max_op_bytes(&c->trace))
+		if (!j && !searched)
+			continue;	/* the same plan again */
+		if (j && gb <= j * step + tc_trace_max_op_bytes(&c->trace))
 			break;
 		cfg->gpu_bytes = gb - j * step;
+		if (searched)	/* from the first plan's */
+			cfg->flags |= TC_PLAN_HORIZON_SEARCH;
 		fits = plan_fit(c, cfg, pf, 1, NULL);
+		cfg->flags &= ~TC_PLAN_HORIZON_SEARCH;
 		if (fits == -ENOMEM) {
 			ret = fits;
 			break;
@@ -1251,15 +1264,20 @@ static int plan_local(struct tencache_cache *c, struct tc_plan_cfg *cfg, uint64_
 			fit_take(c, &best);
 			best.ns = ns;
 			best.bytes = whole_gb = cfg->gpu_bytes;
+			h = (int32_t)best.pl.st.pinned_horizon;
+			took = 1;
 		} else {
 			fit_drop(c);
 		}
 	}
+	/* the local plans keep the best one's horizon */
+	cfg->pinned_horizon = h;
 	whole_ns = best.ns;
 	if (lower)
-		tc_info(c->tc, "cache: less GPU room throughout: %d plans for 1-%d steps of 1/64 less laid out, the best modelled at %.1f ms/step against %.1f for the first: %s",
-			lower, THROUGH, whole_ns / 1e6, a_ns / 1e6,
-			whole_gb < gb ? "it stands" : "the first stands");
+		tc_info(c->tc, "cache: less GPU room throughout: %d plans for %d-%d steps of 1/64 less laid out%s, the best modelled at %.1f ms/step against %.1f for the first: %s",
+			lower, searched ? 0 : 1, THROUGH,
+			searched ? ", each with the pinned horizon searched again" : "",
+			whole_ns / 1e6, a_ns / 1e6, took ? "it stands" : "the first stands");
 	/* at most as long again as the plan took, so start-up stays bounded */
 	until = tc_now_ns() + (spent_ns > 1000000000ULL ? spent_ns : 1000000000ULL);
 	cfg->gpu_bytes = full;
@@ -1321,7 +1339,7 @@ static int plan_local(struct tencache_cache *c, struct tc_plan_cfg *cfg, uint64_
 	cfg->gpu_cap = NULL;
 	fit_give(c, &best);
 	cfg->gpu_bytes = local ? full : whole_gb;
-	if (local || whole_gb < gb)
+	if (local || took)
 		*plan_bytes = best.bytes;
 	if (tries)	/* tests/tools/replay_gpu_local.sh */
 		tc_info(c->tc, "cache: less GPU room only where the layout needed it: %d plans laid out, the best modelled at %.1f ms/step against %.1f with less room throughout: %s",

@@ -2200,7 +2200,7 @@ static int cfg_check(const struct tc_plan_cfg *cfg)
 {
 	if (!cfg || (unsigned)cfg->policy >= TC_POLICY_NR || !cfg->gpu_bytes ||
 	    (cfg->flags & ~(TC_PLAN_ACYCLIC | TC_PLAN_HOST_ASYNC | TC_PLAN_HOST_FIFO |
-			    TC_PLAN_PURE_MIN | TC_PLAN_LAYOUT)))
+			    TC_PLAN_PURE_MIN | TC_PLAN_LAYOUT | TC_PLAN_HORIZON_SEARCH)))
 		return -EINVAL;
 	/* the layout is ours' MIN's, over the whole budget */
 	if ((cfg->flags & TC_PLAN_LAYOUT) &&
@@ -2524,7 +2524,7 @@ int tc_plan_build(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 	auto_r = cfg->policy == TC_POLICY_OURS && cfg->reserve_bytes < 0 &&
 		 !(cfg->flags & TC_PLAN_LAYOUT);
 	auto_pr = ours_nvme && cfg->pinned_reserve_bytes < 0;
-	auto_h = ours_nvme && cfg->pinned_horizon < 0;
+	auto_h = ours_nvme && (cfg->pinned_horizon < 0 || (cfg->flags & TC_PLAN_HORIZON_SEARCH));
 	r = cfg->policy == TC_POLICY_OURS && cfg->reserve_bytes > 0 ? cfg->reserve_bytes : 0;
 	pr = ours_nvme && cfg->pinned_reserve_bytes > 0 ? cfg->pinned_reserve_bytes : 0;
 	h = ours_nvme && cfg->pinned_horizon > 0 ? (uint32_t)cfg->pinned_horizon : 0;

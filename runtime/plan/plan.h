@@ -152,6 +152,10 @@ enum tc_link { TC_LINK_H2D, TC_LINK_D2H, TC_LINK_NVME_RD, TC_LINK_NVME_WR, TC_LI
  * then needs no layout pass and no room for fragmentation: plan->op_goff
  * and plan->start_goff say where everything goes. */
 #define TC_PLAN_LAYOUT	0x8u
+/* Ours with NVMe: pinned_horizon (>= 0) is where the search starts, and
+ * the victim horizon is searched as if it were < 0 (the executor keeps the
+ * first plan's while it looks for a layout, then searches it again) */
+#define TC_PLAN_HORIZON_SEARCH 0x20u
 #define TC_PLAN_HORIZON_DIV	64u	/* pinned_horizon's unit: 1/64 of a step */
 #define TC_PLAN_ALIGN	256u
 

@@ -9,6 +9,9 @@
  * - at one budget at least (80% pinned), some horizon models a step 5%
  *   shorter than MIN's, and there the default (chosen by the model) takes
  *   one at least that short;
+ * - there, with MIN's horizon given and TC_PLAN_HORIZON_SEARCH (the
+ *   executor's search again), it takes another horizon and models a step
+ *   shorter than MIN's horizon kept (with the reserves searched in both);
  * - a horizon over TC_PLAN_HORIZON_DIV is -EINVAL. */
 #include <errno.h>
 #include <stdio.h>
@@ -60,7 +63,7 @@ int main(void)
 	fp16 = tc_trace_bytes(&tr, TC_ROLE_PARAM_FP16);
 	total = tc_trace_bytes(&tr, -1);
 	for (size_t p = 0; p < sizeof(pinned_pct) / sizeof(pinned_pct[0]); p++) {
-		uint64_t min_ns = 0, best_ns = UINT64_MAX;
+		uint64_t min_ns = 0, best_ns = UINT64_MAX, kept_ns;
 		double min_lead = 0;
 		struct tc_plan_cfg cfg;
 		struct tc_plan pl;
@@ -115,6 +118,19 @@ int main(void)
 				"pinned %u%%: the default took horizon %u/64 at %.1f ms (MIN %.1f)",
 				pinned_pct[p], pl.st.pinned_horizon, pl.st.sim_step_ns / 1e6,
 				min_ns / 1e6);
+			tc_plan_free(&pl);
+			cfg.pinned_horizon = 0;
+			T_EQ(tc_plan_build(&tr, &cfg, &pl), 0);
+			kept_ns = pl.st.sim_step_ns;
+			tc_plan_free(&pl);
+			cfg.flags |= TC_PLAN_HORIZON_SEARCH;
+			T_EQ(tc_plan_build(&tr, &cfg, &pl), 0);
+			T_CHECK(pl.st.pinned_horizon > 0 && pl.st.sim_step_ns < kept_ns,
+				"pinned %u%%: searched again from MIN's, horizon %u/64 at %.1f ms (kept: %.1f)",
+				pinned_pct[p], pl.st.pinned_horizon, pl.st.sim_step_ns / 1e6,
+				kept_ns / 1e6);
+			printf("pinned %u%%: MIN's horizon kept %.1f ms, searched again from it %.1f ms (%u/64)\n",
+			       pinned_pct[p], kept_ns / 1e6, pl.st.sim_step_ns / 1e6, pl.st.pinned_horizon);
 			tc_plan_free(&pl);
 		}
 	}
