@@ -635,6 +635,7 @@ static int belady_hit(const struct tc_trace *tr, const struct tc_plan_cfg *base,
 	cfg.policy = TC_POLICY_OURS;
 	cfg.reserve_bytes = 0;
 	cfg.pinned_horizon = 0;	/* the GPU level's hits only */
+	cfg.pinned_stage_out = 0;
 	if (pure)
 		cfg.flags |= TC_PLAN_PURE_MIN;
 	ret = tc_plan_build(tr, &cfg, &pl);

@@ -1094,10 +1094,10 @@ static unsigned gpu_classes(struct tencache_cache *c, const struct tc_plan *pl,
  * 0: they do not (the plan is freed, *pf says where a layout failed; with
  * nfail, pf holds max_fail places and *nfail says how many it filled);
  * -EBADMSG: the plan failed its check (logged and counted). The first
- * plan's pinned victim horizon is kept in cfg for the next tries, which
- * change only the GPU's room: searched in each, it made every plan of
- * OPT-13B on the H100 take 13-18 s instead of 4-5. plan_local searches it
- * again for the three plans it starts from.
+ * plan's pinned victim horizon (and where its stage-outs go) is kept in cfg
+ * for the next tries, which change only the GPU's room: searched in each,
+ * it made every plan of OPT-13B on the H100 take 13-18 s instead of 4-5.
+ * plan_local searches them again for the three plans it starts from.
  */
 static int plan_fit(struct tencache_cache *c, struct tc_plan_cfg *cfg,
 		    struct place_fail *pf, uint32_t max_fail, uint32_t *nfail)
@@ -1113,6 +1113,8 @@ static int plan_fit(struct tencache_cache *c, struct tc_plan_cfg *cfg,
 		return ret;
 	if (cfg->pinned_horizon < 0)
 		cfg->pinned_horizon = (int32_t)c->plan.st.pinned_horizon;
+	if (cfg->pinned_stage_out < 0)
+		cfg->pinned_stage_out = (int32_t)c->plan.st.pinned_stage_out;
 	/* a plan that would lose or misread a value is a planner bug:
 	 * never run it (on demand is slow but correct) */
 	ret = tc_plan_check(&c->trace, cfg, &c->plan, err, sizeof(err));
@@ -1195,8 +1197,8 @@ static void fit_drop(struct tencache_cache *c)
 /*
  * The plan in c fits the arena only at less than the budget throughout
  * (gpu_bytes). First that plan and those for 1 to THROUGH steps of 1/64
- * less, each with the pinned victim horizon searched again from the first
- * plan's (plan_fit keeps that one). --model-only on OPT-13B, 20 layers, 13
+ * less, each with the pinned victim horizon (and stage-out place) searched
+ * again from the first plan's (plan_fit keeps those). --model-only on OPT-13B, 20 layers, 13
  * such steps: the step modelled with the full budget's horizon kept was
  * 1.6% (25%) and 4.4% (50%) longer on average than with it searched so,
  * and it swings by several percent from one room to the next, not in
@@ -1224,7 +1226,7 @@ static int plan_local(struct tencache_cache *c, struct tc_plan_cfg *cfg, uint64_
 	uint64_t *capv, *cut, gb = cfg->gpu_bytes, from = full, until, step = c->p.gpu_budget / 64;
 	uint64_t a_ns = own_sim_ns(c, cfg), least = UINT64_MAX, whole_ns, whole_gb = gb;
 	struct fit_plan best = { .ns = a_ns, .bytes = gb };
-	int32_t h = cfg->pinned_horizon;
+	int32_t h = cfg->pinned_horizon, so = cfg->pinned_stage_out;
 	/* ours' pinned level over NVMe has a victim horizon to search */
 	bool searched = cfg->policy == TC_POLICY_OURS && cfg->nvme_bytes && h >= 0;
 	int ret = 0, tries = 0, lower = 0, took = 0, local = 0;
@@ -1265,6 +1267,7 @@ static int plan_local(struct tencache_cache *c, struct tc_plan_cfg *cfg, uint64_
 			best.ns = ns;
 			best.bytes = whole_gb = cfg->gpu_bytes;
 			h = (int32_t)best.pl.st.pinned_horizon;
+			so = (int32_t)best.pl.st.pinned_stage_out;
 			took = 1;
 		} else {
 			fit_drop(c);
@@ -1272,6 +1275,7 @@ static int plan_local(struct tencache_cache *c, struct tc_plan_cfg *cfg, uint64_
 	}
 	/* the local plans keep the best one's horizon */
 	cfg->pinned_horizon = h;
+	cfg->pinned_stage_out = so;
 	whole_ns = best.ns;
 	if (lower)
 		tc_info(c->tc, "cache: less GPU room throughout: %d plans for %d-%d steps of 1/64 less laid out%s, the best modelled at %.1f ms/step against %.1f for the first: %s",

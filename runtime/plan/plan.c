@@ -1766,6 +1766,32 @@ struct slot {
 	uint32_t acc;
 };
 
+/*
+ * Issue point of a dirty victim's stage-out, evicted at p: at p, or from
+ * the slot after the op of its last write ends (lw[t]) on, no earlier than
+ * lb (a step back; 0 without the cycle) or lb0 (no steady start state).
+ * With the write at the eviction, the space waits for it; from the last
+ * write on, the disk can take it while the value is still read. One more
+ * choice for the search, not a rule: on OPT-13B the modelled step went
+ * either way (session 35 in results/h200-replay.md).
+ */
+static int64_t stage_out_at(const int64_t *lw, uint32_t t, uint32_t mode, int64_t p,
+			    int64_t lb, int64_t lb0)
+{
+	int64_t w;
+
+	if (mode == TC_STAGE_OUT_EVICT)
+		return p;
+	w = lw[t] + 1;
+	if (w < lb)
+		w = lb;
+	if (w < lb0)
+		w = lb0;
+	if (mode == TC_STAGE_OUT_HALFWAY)
+		w += (p - w) / 2;
+	return w < p ? w : p;
+}
+
 static int pinned_level(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 			const struct tinfo *ti, const struct gops *g,
 			const struct slot *sl, uint32_t m, struct gops *pg,
@@ -1778,7 +1804,7 @@ static int pinned_level(const struct tc_trace *tr, const struct tc_plan_cfg *cfg
 	/* per slot: its access's pinned capacity (cfg->pinned_cap) */
 	uint64_t *capv = nvme && cfg->pinned_cap ? malloc((m ? m : 1) * sizeof(*capv)) : NULL;
 	struct cout o;
-	int64_t lb0, prev_in = INT64_MIN;
+	int64_t lb0, prev_in = INT64_MIN, *lw = NULL;
 	int ret;
 
 	if (!rq || !slot_of_end || (nvme && cfg->pinned_cap && !capv)) {
@@ -1869,6 +1895,21 @@ static int pinned_level(const struct tc_trace *tr, const struct tc_plan_cfg *cfg
 		if (ret)
 			goto out;
 	}
+	/* lw[t]: where t's last write before j ends (unrolled): the end of
+	 * the op that wrote it (a host op's event is its end's; the executor
+	 * would take the previous step's instance before it) */
+	if (st->pinned_stage_out != TC_STAGE_OUT_EVICT) {
+		ret = -ENOMEM;
+		lw = malloc(ti->nt * sizeof(*lw));
+		if (!lw)
+			goto out;
+		for (uint32_t t = 0; t < ti->nt; t++)
+			lw[t] = INT64_MIN / 2;
+		for (uint32_t j = 0; cyclic && j < m; j++)
+			if (rq[j].f & RQ_WRITE)
+				lw[rq[j].t] = (int64_t)rq[j].end - m;
+		ret = 0;
+	}
 	for (uint32_t j = 0; j < m && !ret; j++) {
 		uint32_t t = rq[j].t;
 		/* in: a read or allocation; else only victims, where the
@@ -1876,6 +1917,8 @@ static int pinned_level(const struct tc_trace *tr, const struct tc_plan_cfg *cfg
 		bool in = o.res[j] == RES_MISS || o.res[j] == RES_ALLOC;
 		int64_t lb, p, delta = in ? (int64_t)ti->bytes[t] : 0;
 
+		if (lw && j && (rq[j - 1].f & RQ_WRITE))
+			lw[rq[j - 1].t] = rq[j - 1].end;
 		if (!in && o.vfirst[j] == o.vfirst[j + 1])
 			continue;
 		lb = in ? o.evict_at[j] + 1 : INT64_MIN;
@@ -1897,7 +1940,9 @@ static int pinned_level(const struct tc_trace *tr, const struct tc_plan_cfg *cfg
 			prev_in = p;
 		for (uint32_t k = o.vfirst[j]; k < o.vfirst[j + 1] && !ret; k++) {
 			if (o.vic[k].wb)
-				ret = gops_add(pg, p, TC_OP_STAGE_OUT, o.vic[k].t, -1);
+				ret = gops_add(pg, stage_out_at(lw, o.vic[k].t, st->pinned_stage_out,
+								p, cyclic ? (int64_t)j - m + 1 : 0, lb0),
+					       TC_OP_STAGE_OUT, o.vic[k].t, -1);
 			if (!ret)
 				ret = gops_add(pg, p, TC_OP_PDROP, o.vic[k].t, -1);
 		}
@@ -1921,6 +1966,7 @@ static int pinned_level(const struct tc_trace *tr, const struct tc_plan_cfg *cfg
 			st->pinned_peak = o.use[j];
 out:
 	cout_free(&o);
+	free(lw);
 	free(rq);
 	free(slot_of_end);
 	free(capv);
@@ -2161,6 +2207,7 @@ void tc_plan_cfg_default(struct tc_plan_cfg *cfg)
 	cfg->reserve_bytes = -1;
 	cfg->pinned_reserve_bytes = -1;
 	cfg->pinned_horizon = -1;
+	cfg->pinned_stage_out = -1;
 }
 
 const char *tc_policy_name(enum tc_policy p)
@@ -2210,14 +2257,15 @@ static int cfg_check(const struct tc_plan_cfg *cfg)
 		if (!(cfg->bw[l] > 0) && (cfg->nvme_bytes || l < TC_LINK_NVME_RD))
 			return -EINVAL;
 	if (!(cfg->duplex_bw >= 0) || !(cfg->nvme_duplex_bw >= 0) ||
-	    cfg->pinned_horizon > (int32_t)TC_PLAN_HORIZON_DIV || cfg->threads > TC_PLAN_THREADS_MAX)
+	    cfg->pinned_horizon > (int32_t)TC_PLAN_HORIZON_DIV ||
+	    cfg->pinned_stage_out >= (int32_t)TC_STAGE_OUT_NR || cfg->threads > TC_PLAN_THREADS_MAX)
 		return -EINVAL;
 	return 0;
 }
 
 static int plan_build(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 		      uint64_t reserve, uint64_t preserve, bool cold, uint32_t horizon,
-		      struct tc_plan *pl)
+		      uint32_t stage_out, struct tc_plan *pl)
 {
 	struct gops g = { 0 }, pg = { 0 };
 	struct tinfo ti = { 0 };
@@ -2247,6 +2295,7 @@ static int plan_build(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 	pl->st.cold_first = cold;
 	pl->st.pinned_reserve_bytes = cfg->nvme_bytes ? preserve : 0;
 	pl->st.pinned_horizon = cfg->nvme_bytes ? horizon : 0;
+	pl->st.pinned_stage_out = cfg->nvme_bytes ? stage_out : TC_STAGE_OUT_EVICT;
 	pl->hit = calloc(n, 1);
 	pl->start_gpu = calloc(ti.nt, 1);
 	pl->start_pinned = calloc(ti.nt, 1);
@@ -2408,7 +2457,7 @@ fail:
 struct cand {
 	uint64_t r, pr;
 	bool cold;
-	uint32_t h;
+	uint32_t h, so;
 	struct tc_plan pl;
 	int ret;
 };
@@ -2425,7 +2474,7 @@ static void cand_run(const struct tc_trace *tr, const struct tc_plan_cfg *cfg, s
 {
 	struct tc_sim_result sr;
 
-	c->ret = plan_build(tr, cfg, c->r, c->pr, c->cold, c->h, &c->pl);
+	c->ret = plan_build(tr, cfg, c->r, c->pr, c->cold, c->h, c->so, &c->pl);
 	if (c->ret)
 		return;
 	c->ret = tc_sim_run(tr, cfg, &c->pl, 3, &sr);
@@ -2493,12 +2542,13 @@ static int try_batch(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 }
 
 /*
- * Ours with automatic tuning, a coordinate search of at most 37 builds:
+ * Ours with automatic tuning, a coordinate search of at most 39 builds:
  * pure MIN and a few GPU reserves in steps of the largest op, with plain
  * and cold-first victim choice; then (with NVMe) a few pinned reserves;
  * then pinned victim horizons of 2/64 to 24/64 of a step (the modelled
  * step swings by tens of percent from one to the next: in steps of 1/32,
- * OPT-13B at 25% and 80% pinned missed one 2.3% shorter). Each stage's
+ * OPT-13B at 25% and 80% pinned missed one 2.3% shorter); then the other
+ * places for the dirty victims' stage-outs (stage_out_at). Each stage's
  * candidates are built at once (try_batch) and the shortest simulated
  * step wins; the next stage starts from it.
  */
@@ -2509,8 +2559,8 @@ int tc_plan_build(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 	struct tc_plan best = { 0 };
 	struct cand c[24];	/* the largest stage: 23 horizons */
 	uint64_t maxop, best_ns = UINT64_MAX, r, pr;
-	bool auto_r, auto_pr, auto_h, ours_nvme;
-	uint32_t h, n = 0;
+	bool auto_r, auto_pr, auto_h, auto_so, ours_nvme;
+	uint32_t h, so, n = 0;
 	int ret;
 
 	if (!pl)
@@ -2525,27 +2575,29 @@ int tc_plan_build(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 		 !(cfg->flags & TC_PLAN_LAYOUT);
 	auto_pr = ours_nvme && cfg->pinned_reserve_bytes < 0;
 	auto_h = ours_nvme && (cfg->pinned_horizon < 0 || (cfg->flags & TC_PLAN_HORIZON_SEARCH));
+	auto_so = ours_nvme && (cfg->pinned_stage_out < 0 || (cfg->flags & TC_PLAN_HORIZON_SEARCH));
 	r = cfg->policy == TC_POLICY_OURS && cfg->reserve_bytes > 0 ? cfg->reserve_bytes : 0;
 	pr = ours_nvme && cfg->pinned_reserve_bytes > 0 ? cfg->pinned_reserve_bytes : 0;
 	h = ours_nvme && cfg->pinned_horizon > 0 ? (uint32_t)cfg->pinned_horizon : 0;
+	so = ours_nvme && cfg->pinned_stage_out > 0 ? (uint32_t)cfg->pinned_stage_out : 0;
 	if (r >= cfg->gpu_bytes || (cfg->nvme_bytes && pr >= cfg->pinned_bytes))
 		return -EINVAL;
-	if (!auto_r && !auto_pr && !auto_h && !(cfg->flags & TC_PLAN_LAYOUT))
-		return plan_build(tr, cfg, r, pr, false, h, pl);
+	if (!auto_r && !auto_pr && !auto_h && !auto_so && !(cfg->flags & TC_PLAN_LAYOUT))
+		return plan_build(tr, cfg, r, pr, false, h, so, pl);
 	ret = tc_trace_validate(tr);
 	if (ret)
 		return ret;
-	c[n++] = (struct cand){ .r = r, .pr = pr, .h = h };
+	c[n++] = (struct cand){ .r = r, .pr = pr, .h = h, .so = so };
 	maxop = tc_trace_max_op_bytes(tr);
 	for (int cold = 0; auto_r && cold < 2; cold++) {
 		if (cold)
-			c[n++] = (struct cand){ .pr = pr, .cold = true, .h = h };
+			c[n++] = (struct cand){ .pr = pr, .cold = true, .h = h, .so = so };
 		for (size_t i = 0; i < sizeof(gq) / sizeof(gq[0]); i++) {
 			uint64_t rc = maxop * gq[i] / 4;
 
 			if (cfg->gpu_bytes < maxop + rc)
 				break;
-			c[n++] = (struct cand){ .r = rc, .pr = pr, .cold = cold, .h = h };
+			c[n++] = (struct cand){ .r = rc, .pr = pr, .cold = cold, .h = h, .so = so };
 		}
 	}
 	ret = try_batch(tr, cfg, c, n, &best, &best_ns);
@@ -2557,12 +2609,20 @@ int tc_plan_build(const struct tc_trace *tr, const struct tc_plan_cfg *cfg,
 	n = 0;
 	for (size_t i = 0; auto_pr && i < sizeof(pq) / sizeof(pq[0]); i++)
 		c[n++] = (struct cand){ .r = r, .pr = cfg->pinned_bytes * pq[i] / 32,
-					.cold = best.st.cold_first, .h = h };
+					.cold = best.st.cold_first, .h = h, .so = so };
 	try_batch(tr, cfg, c, n, &best, &best_ns);
 	pr = best.st.pinned_reserve_bytes;
 	n = 0;
 	for (uint32_t k = 2; auto_h && k <= TC_PLAN_HORIZON_DIV * 3 / 8; k++)
-		c[n++] = (struct cand){ .r = r, .pr = pr, .cold = best.st.cold_first, .h = k };
+		c[n++] = (struct cand){ .r = r, .pr = pr, .cold = best.st.cold_first, .h = k,
+					.so = so };
+	try_batch(tr, cfg, c, n, &best, &best_ns);
+	h = best.st.pinned_horizon;
+	n = 0;
+	for (uint32_t k = 0; auto_so && k < TC_STAGE_OUT_NR; k++)
+		if (k != so)
+			c[n++] = (struct cand){ .r = r, .pr = pr, .cold = best.st.cold_first,
+						.h = h, .so = k };
 	try_batch(tr, cfg, c, n, &best, &best_ns);
 	*pl = best;
 	return 0;

@@ -152,11 +152,22 @@ enum tc_link { TC_LINK_H2D, TC_LINK_D2H, TC_LINK_NVME_RD, TC_LINK_NVME_WR, TC_LI
  * then needs no layout pass and no room for fragmentation: plan->op_goff
  * and plan->start_goff say where everything goes. */
 #define TC_PLAN_LAYOUT	0x8u
-/* Ours with NVMe: pinned_horizon (>= 0) is where the search starts, and
- * the victim horizon is searched as if it were < 0 (the executor keeps the
- * first plan's while it looks for a layout, then searches it again) */
+/* Ours with NVMe: pinned_horizon and pinned_stage_out (>= 0) are where
+ * the search starts, and both are searched as if they were < 0 (the
+ * executor keeps the first plan's while it looks for a layout, then
+ * searches them again) */
 #define TC_PLAN_HORIZON_SEARCH 0x20u
-#define TC_PLAN_HORIZON_DIV	64u	/* pinned_horizon's unit: 1/64 of a step */
+#define TC_PLAN_HORIZON_DIV	64u
+/* Where the pinned level issues a dirty victim's write to NVMe. With the
+ * eviction, its space waits for the write; from its last write on (the
+ * value is final then), the disk can take it while the value is still
+ * read, and the read that needs the space does not wait for it. */
+enum tc_stage_out {
+	TC_STAGE_OUT_EVICT,	/* at the eviction (the read that takes the space) */
+	TC_STAGE_OUT_WRITTEN,	/* right after the value's last write */
+	TC_STAGE_OUT_HALFWAY,	/* halfway between the two */
+	TC_STAGE_OUT_NR,
+};	/* pinned_horizon's unit: 1/64 of a step */
 #define TC_PLAN_ALIGN	256u
 
 struct tc_plan_cfg {
@@ -184,6 +195,9 @@ struct tc_plan_cfg {
 	 * by simulating a few (default); 0: MIN. Dead values (overwritten
 	 * before their next read) go first, the oldest-used first. */
 	int32_t pinned_horizon;
+	/* Ours with NVMe: where a dirty pinned victim's stage-out is issued
+	 * (enum tc_stage_out). < 0: chosen by simulating each (default) */
+	int32_t pinned_stage_out;
 	/* Ours and LRU: per access, the GPU bytes there (each <= gpu_bytes);
 	 * NULL: gpu_bytes throughout. The executor lowers it where the plan's
 	 * GPU allocations would not lay out in the arena. */
@@ -246,6 +260,7 @@ struct tc_plan_stats {
 	uint64_t reserve_bytes;		/* prefetch reserves used (ours) */
 	uint64_t pinned_reserve_bytes;
 	uint32_t pinned_horizon;	/* in 1/TC_PLAN_HORIZON_DIV of a step; 0: MIN */
+	uint32_t pinned_stage_out;	/* enum tc_stage_out (ours with NVMe) */
 	uint64_t sim_step_ns;		/* simulated step time (auto reserve only) */
 	bool reconciled;		/* no fixed point: table starts with fix-ups */
 	bool cold_first;		/* victims whose last use is over preferred */
