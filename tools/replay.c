@@ -115,6 +115,7 @@ struct result {
 	uint64_t plan_ns;		/* the planner's wall time (plan and model) */
 	uint64_t plan1_ns;		/* the same on one thread (--plan-bench) */
 	double plan_hit;		/* planned GPU hit rate */
+	struct tc_plan_stats plan_st;	/* what the plan's search chose */
 	struct tc_sim_result sim;
 	uint64_t bound_ns;
 	uint64_t model_bound_ns;	/* the bound with the model's link bytes */
@@ -659,6 +660,7 @@ static void predict(const struct tc_trace *tr, const struct tc_plan_cfg *cfg, st
 	if (r->plan_err)
 		return;
 	r->plan_hit = pl.st.reads ? (double)pl.st.hits / pl.st.reads : 1;
+	r->plan_st = pl.st;
 	r->plan_err = tc_sim_run(tr, cfg, &pl, 4, &r->sim);
 	if (!r->plan_err && timeline && (ret = tc_timeline_model_file(timeline, tr, cfg, &pl)))
 		fprintf(stderr, "replay: cannot write the model's timeline to %s: %s\n", timeline,
@@ -1482,6 +1484,24 @@ static cJSON *u64_array(const uint64_t *v, unsigned n)
 	return a;
 }
 
+/* What ours' plan search chose (tc_plan_build), under "model" */
+static void add_choices(cJSON *s, const struct tc_plan_stats *st, bool nvme)
+{
+	static const char *const so[TC_STAGE_OUT_NR] = { "eviction", "written", "halfway" };
+	cJSON *c = cJSON_AddObjectToObject(s, "search");
+
+	if (!c)
+		return;
+	cJSON_AddNumberToObject(c, "gpu_reserve_bytes", (double)st->reserve_bytes);
+	cJSON_AddBoolToObject(c, "cold_first", st->cold_first);
+	if (!nvme)
+		return;
+	cJSON_AddNumberToObject(c, "pinned_reserve_bytes", (double)st->pinned_reserve_bytes);
+	cJSON_AddNumberToObject(c, "pinned_horizon_64ths", st->pinned_horizon);
+	cJSON_AddStringToObject(c, "pinned_stage_out",
+				st->pinned_stage_out < TC_STAGE_OUT_NR ? so[st->pinned_stage_out] : "?");
+}
+
 static cJSON *result_json(int argc, char **argv, const struct opts *o,
 			  const struct tc_model *m, const struct tc_trace *tr,
 			  const struct tencache_cache_params *cp, const double *bw,
@@ -1645,6 +1665,8 @@ static cJSON *result_json(int argc, char **argv, const struct opts *o,
 		cJSON_AddNumberToObject(s, "plan_ns", (double)r->plan_ns);
 		if (r->plan1_ns)
 			cJSON_AddNumberToObject(s, "plan_one_thread_ns", (double)r->plan1_ns);
+		if (!r->model_fallback && policies[i].tp == TC_POLICY_OURS)
+			add_choices(s, &r->plan_st, o->nvme != NULL);
 		if (r->sim.link_bytes[TC_LINK_NVME_RD] || r->sim.link_bytes[TC_LINK_NVME_WR]) {
 			cJSON_AddNumberToObject(s, "nvme_idle_ns", (double)r->sim.nvme_idle_ns);
 			cJSON_AddNumberToObject(s, "nvme_gap_ns", (double)r->sim.nvme_gap_ns);

@@ -11,7 +11,9 @@
 # NVMe (OPT-1.3B, 25% pinned), --bw's fifth figure (the disk's rate serving
 # reads and writes at once) is in the JSON and can only lengthen ours'
 # modelled step and bound, and the JSON gives the disk's idle time in the
-# modelled step; a --bw of 3 or 6 figures, or a zero, is refused.
+# modelled step; a --bw of 3 or 6 figures, or a zero, is refused. Ours'
+# model in the JSON says what its plan search chose (the reserves and
+# victim choice, and with NVMe the pinned horizon and stage-out place).
 # --plan-bench prints ours' laid-out plan's time on --plan-threads 2 and on
 # one thread, the same plan both times, and puts both in the JSON;
 # --plan-threads 17 is refused, and so are --queue-depth and --io-size out of range.
@@ -55,6 +57,13 @@ print("ours, modelled: Adam after backward %.1f ms (bound %.1f), beside it %.1f 
       (s.get("step_ns", 0) / 1e6, s.get("bound_ns", 0) / 1e6, o.get("step_ns", 0) / 1e6,
        o.get("bound_ns", 0) / 1e6))
 check(0 < o.get("step_ns", 0) < s.get("step_ns", 0), "overlap does not shorten the modelled step")
+# what ours' search chose: the GPU level's only, without NVMe; no other policy's
+for m in (s, o):
+    c = m.get("search", {})
+    check(sorted(c) == ["cold_first", "gpu_reserve_bytes"] and c["gpu_reserve_bytes"] >= 0,
+          "ours' search choices without NVMe: %r" % c)
+check(all("search" not in p["model"] for p in json.load(open(sys.argv[1]))["policies"]
+          if p["policy"] != "tencache"), "another policy's model has search choices")
 check(o.get("host_ns", 0) > 0 and s.get("host_ns", 1) == 0, "host_ns: %r / %r" %
       (o.get("host_ns"), s.get("host_ns")))
 for b in bad:
@@ -77,7 +86,13 @@ python3 - "$T/apart.json" "$T/shared.json" <<'PY'
 import json, sys
 a, s = (json.load(open(p)) for p in sys.argv[1:])
 ma, ms = a["policies"][0]["model"], s["policies"][0]["model"]
-ok = ("NVMe-rd+wr" not in a["cache"]["bw"] and
+ch = [m.get("search", {}) for m in (ma, ms)]
+print("ours' search chose:", ch)
+ok = (all(sorted(c) == ["cold_first", "gpu_reserve_bytes", "pinned_horizon_64ths",
+                        "pinned_reserve_bytes", "pinned_stage_out"] and
+          0 <= c["pinned_horizon_64ths"] <= 64 and
+          c["pinned_stage_out"] in ("eviction", "written", "halfway") for c in ch) and
+      "NVMe-rd+wr" not in a["cache"]["bw"] and
       s["cache"]["bw"].get("NVMe-rd+wr") == 2.5e9 and
       ma["link_bytes"][2] > 0 and
       ms["step_ns"] >= ma["step_ns"] and ms["bound_ns"] > ma["bound_ns"] and
@@ -88,7 +103,7 @@ print("ours, modelled: reads and writes apart %.1f ms (bound %.1f, disk idle %.1
        ms["step_ns"] / 1e6, ms["bound_ns"] / 1e6, ms.get("nvme_idle_ns", -1e6) / 1e6))
 sys.exit(0 if ok else 1)
 PY
-[ $? = 0 ] || { echo "FAIL: --bw's fifth figure: not in the JSON or the model did not share the disk, or no disk idle time in the model's JSON"; exit 1; }
+[ $? = 0 ] || { echo "FAIL: --bw's fifth figure: not in the JSON or the model did not share the disk, or no disk idle time or search choices in the model's JSON"; exit 1; }
 # --plan-bench: ours' laid-out plan on 2 threads and on one, the same plan
 args="--model opt-1.3b --gpu-budget 25% --nvme $T/x.swap --pinned-budget 25% --bw 50,50,4,3"
 args="$args --model-only --policies ours --layout --plan-threads 2 --plan-bench"
