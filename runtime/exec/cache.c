@@ -822,6 +822,38 @@ static void sdep_why(struct tencache_cache *c, const struct tc_hev *h, uint32_t 
 	}
 }
 
+/*
+ * A disk that takes turns (c->disk_turns): worker w, with nothing in
+ * flight and a job ready, waits until the other's jobs are done; the
+ * other adds none meanwhile (sjob_next), so with both queues busy they
+ * alternate, up to SJ_FLY jobs a turn. On a disk that moved 1.8 GB/s
+ * reading, 2.6 writing and 2.0 both at once (an H100 machine, session
+ * 32), equal bytes take 6% less time in turn; the timing model already
+ * had them so (sim.c), and the executor's disk ran both at once.
+ */
+static void disk_turn(struct tencache_cache *c, int w)
+{
+	pthread_mutex_lock(&c->slock);
+	c->disk_want[w] = 1;
+	/* free, and both wait: the one that did not go last goes */
+	while (c->disk_dir == !w || (c->disk_dir < 0 && c->disk_want[!w] && c->disk_last == w))
+		pthread_cond_wait(&c->scond, &c->slock);
+	c->disk_want[w] = 0;
+	c->disk_dir = c->disk_last = w;
+	pthread_mutex_unlock(&c->slock);
+}
+
+/* w's jobs are all done: the disk is free for the other */
+static void disk_turn_end(struct tencache_cache *c, int w)
+{
+	pthread_mutex_lock(&c->slock);
+	if (c->disk_dir == w) {
+		c->disk_dir = -1;
+		pthread_cond_broadcast(&c->scond);
+	}
+	pthread_mutex_unlock(&c->slock);
+}
+
 /* the next job, once its dependencies are met (in flight: only if it need
  * not wait, so that the jobs before it are reaped in time) */
 static struct tc_sjob *sjob_next(struct tencache_cache *c, int w, unsigned nfly)
@@ -839,6 +871,10 @@ static struct tc_sjob *sjob_next(struct tencache_cache *c, int w, unsigned nfly)
 	if (!j || (nfly && (nfly >= most || !sjob_ready(c, j))))	/* settling: never nfly */
 		return NULL;
 	pthread_mutex_lock(&c->slock);
+	if (nfly && c->disk_turns && c->disk_want[!w]) {
+		pthread_mutex_unlock(&c->slock);
+		return NULL;	/* the other's turn once these are done */
+	}
 	c->shead[w] = j->next;
 	if (!c->shead[w])
 		c->stail[w] = NULL;
@@ -864,6 +900,8 @@ static struct tc_sjob *sjob_next(struct tencache_cache *c, int w, unsigned nfly)
 		if (waited && tc_now_ns() - t > SJ_BLOCKED_NS)
 			why = TC_TL_WHY_COPIES;
 	}
+	if (!nfly && w != TC_SJ_SETTLE && c->disk_turns)
+		disk_turn(c, w);
 	if (waited)
 		tc_exec_timeline_wait(c, w == TC_SJ_WRITE ? TC_TL_NVME_WR_WAIT : TC_TL_NVME_RD_WAIT,
 				      j->tensor, why, why_id, waited, tc_now_ns());
@@ -885,6 +923,7 @@ static void sjob_end(struct tencache_cache *c, int w, struct tc_sjob *j, int64_t
 	j->t1 = tc_now_ns();
 	j->done = true;
 	*lanes &= ~(1u << j->lane);
+	__atomic_sub_fetch(&c->disk_fly[w], 1, __ATOMIC_SEQ_CST);
 	if (res < 0) {
 		tc_err(c->tc, "cache: NVMe %s of %llu bytes at %llu failed: %s",
 		       w == TC_SJ_WRITE ? "write" : "read", (unsigned long long)j->len,
@@ -932,6 +971,9 @@ static void *stage_main(struct tencache_cache *c, int w)
 						     (uintptr_t)j, 0) :
 				tencache_stage_read(stage, c->nvme_fd, j->buf, j->len, j->off,
 						    (uintptr_t)j, 0);
+			__atomic_add_fetch(&c->disk_fly[w], 1, __ATOMIC_SEQ_CST);
+			if (__atomic_load_n(&c->disk_fly[!w], __ATOMIC_SEQ_CST))
+				__atomic_add_fetch(&c->disk_both, 1, __ATOMIC_RELAXED);
 			if (ret)
 				sjob_end(c, w, j, ret, &lanes);
 			else	/* a failure here is the wait's below, which submits again */
@@ -964,6 +1006,8 @@ static void *stage_main(struct tencache_cache *c, int w)
 			nfly--;
 			sjob_signal(c, w, j);
 		}
+		if (!nfly && w != TC_SJ_SETTLE && c->disk_turns)
+			disk_turn_end(c, w);
 	}
 }
 

@@ -286,6 +286,18 @@ struct tencache_cache {
 	pthread_cond_t scond;
 	struct tc_sjob *shead[TC_SJ_NR], *stail[TC_SJ_NR];
 	unsigned sbusy[TC_SJ_NR];	/* jobs taken by a worker, not yet signalled */
+	/* the disk takes turns (tc_disk_takes_turns on the cache's rates):
+	 * reads and writes are not in flight at once. disk_dir: the worker
+	 * whose jobs are in flight (-1: none), disk_last the last one to;
+	 * disk_want: a worker waits for its turn, and the other adds no job
+	 * meanwhile (under slock) */
+	bool disk_turns;
+	int disk_dir, disk_last;
+	uint8_t disk_want[2];
+	/* jobs in flight per worker, and the jobs started while the other's
+	 * were (atomics; tests read them) */
+	unsigned disk_fly[2];
+	uint64_t disk_both;
 	uint64_t sq_det_dep[TC_SJ_NR];	/* the last job's det_dep (cache.c det_pending) */
 	/* the jobs' device events, made and destroyed by the caller only and
 	 * handed back by the workers once synced (cache.c sev_get): under

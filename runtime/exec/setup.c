@@ -357,6 +357,13 @@ int tc_exec_freeze(struct tencache_cache *c)
 	ret = calibrate(c, pool_bytes);
 	if (ret)
 		goto fail;
+	/* as the timing model has it (sim.c): a disk that moves no more both
+	 * ways at once than in turn gets its reads and writes in turn */
+	c->disk_dir = c->disk_last = -1;
+	c->disk_turns = c->swap && tc_disk_takes_turns(c->bw[2], c->bw[3], c->nvme_duplex_bw);
+	if (c->disk_turns)
+		tc_info(c->tc, "cache: NVMe reads and writes take turns: %.1f GB/s both at once is no more than %.1f in turn",
+			c->nvme_duplex_bw / 1e9, tc_disk_turns_rate(c->bw[2], c->bw[3]) / 1e9);
 	for (uint32_t i = 0; i < c->nr && !ret; i++)
 		ret = xev_init(c, &c->t[i].ready, 1, 0);
 	c->pfreed.pinned = 1;

@@ -1,0 +1,105 @@
+/* cache_disk_turns.c - NVMe reads and writes in turn (cache.c disk_turn),
+ * in host mode with NVMe on, a random step (step_gen.h) whose plan moves
+ * values both ways:
+ * - with rates where both at once is no faster than in turn (1.8 GB/s
+ *   reading, 2.6 writing, 2.0 both: an H100 machine's disk), the cache
+ *   says so, its workers never start a job while the other's are in
+ *   flight, reads and writes both ran, and every value read is the one
+ *   last written;
+ * - where both at once is faster (4.0 GB/s), they do not take turns, and
+ *   the values hold as well. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tencache.h"
+#include "exec/exec.h"	/* disk_turns, disk_both */
+#include "step_gen.h"
+#include "test.h"
+
+#define NT	32
+#define NOPS	60
+
+static uint64_t bytes[NT];
+static uint32_t version[NT];
+static struct t_op ops[NOPS];
+static int said_turns;
+
+static void log_line(void *arg, int level, const char *msg)
+{
+	if (strstr(msg, "NVMe reads and writes take turns"))
+		said_turns = 1;
+}
+
+static void run(struct tencache *tc, const char *swap, double both)
+{
+	struct tencache_cache_params p = { .flags = TENCACHE_CACHE_HOST_MODE,
+					   .policy = TENCACHE_POLICY_OURS, .nvme_path = swap,
+					   .bw = { 50e9, 50e9, 1.8e9, 2.6e9 },
+					   .duplex_bw = { 85e9, both } };
+	struct tencache_cache_stats st;
+	struct tencache_cache *c = NULL;
+	uint64_t total = 0;
+	int ret = 0;
+	bool turns = both <= tc_disk_turns_rate(1.8e9, 2.6e9);
+
+	for (int i = 0; i < NT; i++)
+		total += bytes[i];
+	p.gpu_budget = total / 3;
+	p.pinned_budget = total / 3;
+	p.nvme_budget = total * 2;
+	memset(version, 0, sizeof(version));
+	said_turns = 0;
+	T_EQ(tencache_cache_create(tc, &c, &p), 0);
+	if (!c)
+		return;
+	T_EQ(t_register_fill(c, NT, bytes, version, TENCACHE_ROLE_PARAM_FP16), 0);
+	for (int s = 0; s < 8 && !ret; s++)	/* values checked as read */
+		ret = t_run_step(c, ops, NOPS, bytes, version, NULL);
+	T_EQ(ret, 0);
+	T_EQ(tencache_cache_stats(c, &st, sizeof(st)), 0);
+	printf("both at once %.1f GB/s: %s; %llu MB read and %llu MB written; %llu jobs started beside the other's\n",
+	       both / 1e9, c->disk_turns ? "in turn" : "both at once",
+	       (unsigned long long)st.link_bytes[2] >> 20, (unsigned long long)st.link_bytes[3] >> 20,
+	       (unsigned long long)c->disk_both);
+	T_EQ(c->disk_turns, turns);
+	T_EQ(said_turns, turns);
+	T_CHECK(c->have_plan, "no plan ran");
+	T_CHECK(st.link_bytes[2] > 0 && st.link_bytes[3] > 0, "NVMe read %llu, written %llu bytes",
+		(unsigned long long)st.link_bytes[2], (unsigned long long)st.link_bytes[3]);
+	if (turns)
+		T_EQ(c->disk_both, 0);
+	tencache_cache_destroy(c);
+}
+
+int main(void)
+{
+	char dir[] = "/var/tmp/tencache-turns.XXXXXX", swap[256];
+	struct tencache_params tp = { .flags = TENCACHE_F_NO_CUDA, .log_level = TENCACHE_LOG_INFO,
+				      .log_fn = log_line, .pool_backend = TENCACHE_POOL_THP };
+	struct tencache *tc;
+
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		return T_EXIT_FAIL;
+	}
+	if (!t_odirect_ok(dir)) {
+		printf("# %s takes no O_DIRECT: skipped\n", dir);
+		rmdir(dir);
+		return T_EXIT_SKIP;
+	}
+	snprintf(swap, sizeof(swap), "%s/swap", dir);
+	T_EQ(tencache_init(&tc, &tp), 0);
+	if (t_failures)
+		return T_EXIT_FAIL;
+	t_gen_step(5, NT, bytes, 32, NOPS, ops);
+	run(tc, swap, 2.0e9);
+	run(tc, swap, 4.0e9);
+	unlink(swap);
+	rmdir(dir);
+	tencache_exit(tc);
+	return t_exit();
+}
