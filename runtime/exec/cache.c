@@ -900,8 +900,16 @@ static struct tc_sjob *sjob_next(struct tencache_cache *c, int w, unsigned nfly)
 		if (waited && tc_now_ns() - t > SJ_BLOCKED_NS)
 			why = TC_TL_WHY_COPIES;
 	}
-	if (!nfly && w != TC_SJ_SETTLE && c->disk_turns)
+	if (!nfly && w != TC_SJ_SETTLE && c->disk_turns) {
+		uint64_t t = c->timeline_on ? tc_now_ns() : 0;
+
 		disk_turn(c, w);
+		if (t && tc_now_ns() - t > SJ_BLOCKED_NS) {
+			why = TC_TL_WHY_TURN;
+			if (!waited)
+				waited = t;
+		}
+	}
 	if (waited)
 		tc_exec_timeline_wait(c, w == TC_SJ_WRITE ? TC_TL_NVME_WR_WAIT : TC_TL_NVME_RD_WAIT,
 				      j->tensor, why, why_id, waited, tc_now_ns());

@@ -182,8 +182,10 @@ enum tc_tl_kind {
 };
 
 /* what an NVMe wait span waited for last: a plan op (TC_TL_WHY_OP + its
- * kind, of tensor why_id), an op's end (access why_id), or copies */
-enum { TC_TL_WHY_NONE, TC_TL_WHY_COPIES, TC_TL_WHY_HOSTOP, TC_TL_WHY_COMPUTE, TC_TL_WHY_OP };
+ * kind, of tensor why_id), an op's end (access why_id), copies, or the
+ * other worker's jobs (a disk taking turns) */
+enum { TC_TL_WHY_NONE, TC_TL_WHY_COPIES, TC_TL_WHY_HOSTOP, TC_TL_WHY_COMPUTE, TC_TL_WHY_TURN,
+       TC_TL_WHY_OP };
 
 struct tc_tl_span {
 	uint8_t kind;

@@ -315,6 +315,8 @@ int tencache_cache_timeline(struct tencache_cache *c, const char *path)
 				sp->why == TC_TL_WHY_HOSTOP ? "host op" : "GPU op", sp->why_id);
 		else if (sp->why == TC_TL_WHY_COPIES)
 			fprintf(f, ",\"waited for\":\"copies on the GPU's streams\"");
+		else if (sp->why == TC_TL_WHY_TURN)
+			fprintf(f, ",\"waited for\":\"its turn on the disk\"");
 		fprintf(f, "}}");
 	}
 	if (c->have_plan && c->planned)	/* what the model said of this step */
