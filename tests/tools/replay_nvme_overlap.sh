@@ -107,11 +107,13 @@ for kind in ("NVMe read", "NVMe write"):
             break
 if "NVMe write wait" not in nvme:
     bad.append("no NVMe write wait spans (the write-backs of the CPU Adam's states wait for it)")
-# a wait names what it waited for last: a plan op of a tensor, an op's end, or copies
+# a wait names what it waited for last: a plan op of a tensor, an op's end,
+# copies, or (a disk taking turns) the other worker's jobs
 why = [e["args"].get("waited for") for e in ev
        if e["ph"] == "X" and e["cat"].endswith(" wait") and "waited for" in e["args"]]
 form = re.compile(r"((H2D|GPU alloc|D2H|GPU drop|NVMe read|pinned alloc|NVMe write|pinned drop) "
-                  r"of tensor \d+|(host|GPU) op ending at access \d+|copies on the GPU's streams)$")
+                  r"of tensor \d+|(host|GPU) op ending at access \d+|copies on the GPU's streams|"
+                  r"its turn on the disk)$")
 if not why:
     bad.append("no NVMe wait says what it waited for")
 bad += ["an NVMe wait's \"waited for\" reads %r" % w for w in why if not form.match(w)][:3]
