@@ -44,6 +44,24 @@ static inline int t_odirect_ok(const char *dir)
 	unlink(probe);
 	return 1;
 }
+
+/* A fresh directory from template dir (mkdtemp) for a swap file, its path
+ * into swap: 0, else the test's exit code (T_EXIT_SKIP, said and removed,
+ * where it takes no O_DIRECT). */
+static inline int t_swap_dir(char *dir, char *swap, size_t n)
+{
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		return T_EXIT_FAIL;
+	}
+	if (!t_odirect_ok(dir)) {
+		printf("# %s takes no O_DIRECT: skipped\n", dir);
+		rmdir(dir);
+		return T_EXIT_SKIP;
+	}
+	snprintf(swap, n, "%s/swap", dir);
+	return 0;
+}
 #endif
 
 /* Print a failure with its location and remember it; tests end with t_exit(). */

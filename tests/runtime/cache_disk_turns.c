@@ -99,17 +99,10 @@ int main(void)
 	struct tencache_params tp = { .flags = TENCACHE_F_NO_CUDA, .log_level = TENCACHE_LOG_INFO,
 				      .log_fn = log_line, .pool_backend = TENCACHE_POOL_THP };
 	struct tencache *tc;
+	int r = t_swap_dir(dir, swap, sizeof(swap));
 
-	if (!mkdtemp(dir)) {
-		perror("mkdtemp");
-		return T_EXIT_FAIL;
-	}
-	if (!t_odirect_ok(dir)) {
-		printf("# %s takes no O_DIRECT: skipped\n", dir);
-		rmdir(dir);
-		return T_EXIT_SKIP;
-	}
-	snprintf(swap, sizeof(swap), "%s/swap", dir);
+	if (r)
+		return r;
 	snprintf(tl, sizeof(tl), "%s/timeline.json", dir);
 	T_EQ(tencache_init(&tc, &tp), 0);
 	if (t_failures)

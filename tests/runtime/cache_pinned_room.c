@@ -131,16 +131,8 @@ int main(void)
 	int r = 0;
 
 	T_EQ(tc_exec_test_pinned_pad(NULL, 4096), -EINVAL);
-	if (!mkdtemp(dir)) {
-		perror("mkdtemp");
-		return T_EXIT_FAIL;
-	}
-	if (!t_odirect_ok(dir)) {
-		printf("# %s takes no O_DIRECT: skipped\n", dir);
-		rmdir(dir);
-		return T_EXIT_SKIP;
-	}
-	snprintf(swap, sizeof(swap), "%s/swap", dir);
+	if ((r = t_swap_dir(dir, swap, sizeof(swap))))
+		return r;
 	T_EQ(tencache_init(&tc, &tp), 0);
 	if (t_failures)
 		return T_EXIT_FAIL;
