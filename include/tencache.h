@@ -634,6 +634,18 @@ struct tencache_cache_stats {
 	 * (where the layout reached past the pool), before any kept out of
 	 * the whole step */
 	uint64_t plan_pinned_cuts;
+	/*
+	 * The time the disk had NVMe reads ([0]) and writes ([1]) in flight,
+	 * and of that the time it had both (disk_both_ns): link_bytes[2] and
+	 * [3] over these are the rates the disk gave, to set against
+	 * link_bw (what the plans used). A disk that took turns (duplex_bw[1]
+	 * no faster than in turn) has no time with both.
+	 */
+	uint64_t disk_busy_ns[2];
+	uint64_t disk_both_ns;
+	/* planned steps whose NVMe bytes took the disk more than 1.25 times
+	 * as long as link_bw says (logged once, as a warning) */
+	uint64_t disk_slow_steps;
 };
 
 TENCACHE_API int tencache_cache_create(struct tencache *tc, struct tencache_cache **cp,

@@ -95,6 +95,9 @@ struct result {
 	uint64_t acquires, hits, stall_ns, late;	/* per measured step */
 	uint64_t gpu_hits, gpu_stall_ns;		/* the same on the compute's clock */
 	uint64_t link_bytes[TC_LINK_NR];		/* per measured step */
+	/* the time the disk had reads, writes and both in flight, per
+	 * measured step; planned steps on a disk slower than planned */
+	uint64_t disk_busy_ns[2], disk_both_ns, disk_slow_steps;
 	uint64_t planned_steps, reprofiles, replans, plan_fallbacks, planner_layouts, gpu_peak;
 	bool plan_laid_out;		/* the plan running at the end was the planner's layout */
 	unsigned warmup;		/* warm-up steps run (more while plan_trying) */
@@ -927,6 +930,24 @@ static const char *pol_label(unsigned i)
 	return tc_policy_name(policies[i].tp);
 }
 
+/* What the disk gave in the measured steps against the rates planned:
+ * each direction's bytes over its time in flight (its own rate only where
+ * the two were seldom in flight at once). */
+static void disk_line(const struct result *r, unsigned i)
+{
+	double rate[2];
+
+	for (int w = 0; w < 2; w++)
+		rate[w] = r->disk_busy_ns[w] ?
+			(double)r->link_bytes[TC_LINK_NVME_RD + w] / r->disk_busy_ns[w] : 0;
+	fprintf(stderr, "  %-9s the disk: reads in flight %.1f ms a step (%.2f GB/s), writes %.1f "
+		"(%.2f GB/s), both at once %.1f; planned at %.2f and %.2f GB/s%s\n",
+		pol_label(i), r->disk_busy_ns[0] / 1e6, rate[0],
+		r->disk_busy_ns[1] / 1e6, rate[1], r->disk_both_ns / 1e6,
+		r->link_bw[TC_LINK_NVME_RD] / 1e9, r->link_bw[TC_LINK_NVME_WR] / 1e9,
+		r->disk_slow_steps ? " (slower than planned: the cache warned)" : "");
+}
+
 /* --time-limit: CLOCK_MONOTONIC ns after which no policy starts (0: none),
  * and the running policy's share of what is left, after which it starts no
  * step */
@@ -1326,6 +1347,10 @@ static int run_policy(struct tencache *tc, const struct opts *o, const struct tc
 	r->late = (s1.late_prefetches - s0.late_prefetches) / n;
 	for (int l = 0; l < TC_LINK_NR; l++)
 		r->link_bytes[l] = (s1.link_bytes[l] - s0.link_bytes[l]) / n;
+	for (int w = 0; w < 2; w++)
+		r->disk_busy_ns[w] = (s1.disk_busy_ns[w] - s0.disk_busy_ns[w]) / n;
+	r->disk_both_ns = (s1.disk_both_ns - s0.disk_both_ns) / n;
+	r->disk_slow_steps = s1.disk_slow_steps;
 	r->planned_steps = s1.planned_steps;
 	r->reprofiles = s1.reprofiles;
 	r->replans = s1.replans;
@@ -1615,6 +1640,9 @@ static cJSON *result_json(int argc, char **argv, const struct opts *o,
 					      u64_array(r->step_gpu_stall_ns, r->steps));
 			cJSON_AddNumberToObject(p, "late_prefetches", (double)r->late);
 			cJSON_AddItemToObject(p, "link_bytes", u64_array(r->link_bytes, TC_LINK_NR));
+			cJSON_AddItemToObject(p, "disk_busy_ns", u64_array(r->disk_busy_ns, 2));
+			cJSON_AddNumberToObject(p, "disk_both_ns", (double)r->disk_both_ns);
+			cJSON_AddNumberToObject(p, "disk_slow_steps", (double)r->disk_slow_steps);
 			cJSON_AddNumberToObject(p, "planned_steps", (double)r->planned_steps);
 			cJSON_AddNumberToObject(p, "reprofiles", (double)r->reprofiles);
 			cJSON_AddNumberToObject(p, "replans", (double)r->replans);
@@ -2073,6 +2101,8 @@ int bench_replay(int argc, char **argv)
 				r->step_mean_ns / 1e6, r->steps, r->bound_ns / 1e6,
 				r->bound_ns ? (double)r->step_mean_ns / r->bound_ns : 0,
 				r->link_bytes[TC_LINK_NVME_RD] / MB, r->link_bytes[TC_LINK_NVME_WR] / MB);
+		if (r->ran && (r->disk_busy_ns[0] || r->disk_busy_ns[1]))
+			disk_line(r, i);
 		if (o.out) {
 			cJSON *root = result_json(argc, argv, &o, &m, &tr, &cp, bw, bw_src, host,
 						  &hr, res);

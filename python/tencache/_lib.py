@@ -51,7 +51,10 @@ class CacheStats(ctypes.Structure):
                 ("pinned_layouts", c_u64),
                 ("duplex_bw", ctypes.c_double * 2),    # H2D + D2H, NVMe read + write
                 ("plan_pinned_bytes", c_u64), ("deferred_host_waits", c_u64),
-                ("queued_host_waits", c_u64), ("plan_pinned_cuts", c_u64)]
+                ("queued_host_waits", c_u64), ("plan_pinned_cuts", c_u64),
+                # the disk's time with NVMe reads, writes (and both) in flight
+                ("disk_busy_ns", c_u64 * 2), ("disk_both_ns", c_u64),
+                ("disk_slow_steps", c_u64)]
 
 
 class AdamParams(ctypes.Structure):

@@ -751,6 +751,7 @@ class Runtime:
         d["link_bytes"] = list(st.link_bytes)    # H2D, D2H, NVMe read, NVMe write
         d["link_bw"] = list(st.link_bw)          # B/s the plans used, same order
         d["duplex_bw"] = list(st.duplex_bw)      # both ways at once: PCIe, NVMe
+        d["disk_busy_ns"] = list(st.disk_busy_ns)  # NVMe reads, writes in flight
         return d
 
     def timeline(self, path):

@@ -854,6 +854,27 @@ static void disk_turn_end(struct tencache_cache *c, int w)
 	pthread_mutex_unlock(&c->slock);
 }
 
+/* a transfer of direction w (0: NVMe read, 1: write) begins (on) or one
+ * ends: a worker's first in flight and its last, or a synchronous one. The
+ * disk's busy time per direction, and both at once, in st. */
+static void disk_busy(struct tencache_cache *c, int w, bool on)
+{
+	uint64_t now;
+
+	pthread_mutex_lock(&c->slock);
+	now = tc_now_ns();
+	if (on && !c->disk_on[w]++) {
+		c->disk_t0[w] = now;
+		if (c->disk_on[!w])
+			c->disk_both_t0 = now;
+	} else if (!on && !--c->disk_on[w]) {
+		c->st.disk_busy_ns[w] += now - c->disk_t0[w];
+		if (c->disk_on[!w])
+			c->st.disk_both_ns += now - c->disk_both_t0;
+	}
+	pthread_mutex_unlock(&c->slock);
+}
+
 /* the next job, once its dependencies are met (in flight: only if it need
  * not wait, so that the jobs before it are reaped in time) */
 static struct tc_sjob *sjob_next(struct tencache_cache *c, int w, unsigned nfly)
@@ -974,6 +995,8 @@ static void *stage_main(struct tencache_cache *c, int w)
 			j->t0 = tc_now_ns();
 			j->lane = __builtin_ctz(~lanes);	/* nfly < SJ_FLY: one is free */
 			lanes |= 1u << j->lane;
+			if (!nfly)
+				disk_busy(c, w, true);
 			ret = w == TC_SJ_WRITE ?
 				tencache_stage_write(stage, c->nvme_fd, j->buf, j->len, j->off,
 						     (uintptr_t)j, 0) :
@@ -1014,8 +1037,11 @@ static void *stage_main(struct tencache_cache *c, int w)
 			nfly--;
 			sjob_signal(c, w, j);
 		}
-		if (!nfly && w != TC_SJ_SETTLE && c->disk_turns)
-			disk_turn_end(c, w);
+		if (!nfly && w != TC_SJ_SETTLE) {
+			disk_busy(c, w, false);	/* before the other may go */
+			if (c->disk_turns)
+				disk_turn_end(c, w);
+		}
 	}
 }
 
@@ -2101,7 +2127,9 @@ int tc_exec_stage_sync(struct tencache_cache *c, uint32_t id, int write)
 	ret = ret ?: tencache_stage_submit(c->stage);
 	if (ret < 0)
 		return ret;
+	disk_busy(c, write, true);
 	ret = tencache_stage_wait(c->stage, 1, &cqe, 1, 0);
+	disk_busy(c, write, false);
 	if (ret != 1)
 		return ret < 0 ? ret : -EIO;
 	if (cqe.res < 0)
@@ -3119,6 +3147,49 @@ int tencache_op_done(struct tencache_cache *c, uint64_t token)
 	return 0;
 }
 
+/*
+ * A planned step's NVMe reads and writes, each over the time the disk had
+ * them in flight, against the rates the plan used: a disk more than 1.25
+ * times slower than planned makes the steps longer than planned (a short
+ * calibration can see a cache's speed, not the disk's), which the user
+ * can mend by giving the sustained rates. Judged where the disk had the
+ * two at once in under a tenth of its busy time (each's rate is then its
+ * own), on at least 20 ms of each.
+ */
+#define SLOW_DISK	1.25
+static void slow_disk_check(struct tencache_cache *c)
+{
+	uint64_t now[5], d[5], busy;
+	double rate[2];
+	bool slow = false;
+
+	pthread_mutex_lock(&c->slock);
+	now[0] = c->st.disk_busy_ns[0];
+	now[1] = c->st.disk_busy_ns[1];
+	now[2] = c->st.disk_both_ns;
+	pthread_mutex_unlock(&c->slock);
+	now[3] = __atomic_load_n(&c->st.link_bytes[2], __ATOMIC_RELAXED);
+	now[4] = __atomic_load_n(&c->st.link_bytes[3], __ATOMIC_RELAXED);
+	for (int i = 0; i < 5; i++) {
+		d[i] = now[i] - c->disk_prev[i];
+		c->disk_prev[i] = now[i];
+	}
+	busy = d[0] + d[1] - d[2];
+	if (!c->planned || !busy || d[2] * 10 > busy)
+		return;
+	for (int w = 0; w < 2; w++) {
+		rate[w] = d[w] ? d[3 + w] * 1e9 / d[w] : 0;
+		if (d[w] >= 20000000 && c->bw[2 + w] > 0 && rate[w] * SLOW_DISK < c->bw[2 + w])
+			slow = true;
+	}
+	if (!slow)
+		return;
+	if (!c->st.disk_slow_steps++)
+		tc_warn(c->tc, "cache: the disk read at %.2f GB/s and wrote at %.2f in a planned step, where the plan used %.2f and %.2f (%s): steps will run longer than planned; give the disk's sustained rates (tencache_cache_params.bw; tencache-bench io -f FILE measures them)",
+			rate[0] / 1e9, rate[1] / 1e9, c->bw[2] / 1e9, c->bw[3] / 1e9,
+			c->p.bw[2] > 0 ? "given" : "measured at start");
+}
+
 int tencache_step_end(struct tencache_cache *c)
 {
 	int ret;
@@ -3148,6 +3219,8 @@ int tencache_step_end(struct tencache_cache *c)
 	}
 	pthread_mutex_unlock(&c->dlock);
 	c->in_step = 0;
+	if (c->swap)
+		slow_disk_check(c);
 	c->st.steps++;
 	c->st.last_step_ns = tc_now_ns() - c->step_t0;
 	c->st.last_stall_ns = c->last_stall;

@@ -300,6 +300,13 @@ struct tencache_cache {
 	 * were (atomics; tests read them) */
 	unsigned disk_fly[2];
 	uint64_t disk_both;
+	/* under slock: transfers in flight per direction (a worker's, a
+	 * synchronous one), since disk_t0[w] (st's disk_busy_ns), both since
+	 * disk_both_t0; the disk's figures at the last step's end
+	 * (slow_disk_check) */
+	unsigned disk_on[2];
+	uint64_t disk_t0[2], disk_both_t0;
+	uint64_t disk_prev[5];
 	uint64_t sq_det_dep[TC_SJ_NR];	/* the last job's det_dep (cache.c det_pending) */
 	/* the jobs' device events, made and destroyed by the caller only and
 	 * handed back by the workers once synced (cache.c sev_get): under

@@ -35,6 +35,11 @@ import json, sys
 
 res, name = json.load(open(sys.argv[1])), sys.argv[2]
 bad = [p.get("policy", "?") for p in res["policies"] if not p.get("ok") or not p.get("step_mean_ns")]
+# the disk's time in flight per direction: some wherever it moved bytes
+bad += ["%s: NVMe bytes %s, in flight %s ns" % (p.get("policy", "?"), p["link_bytes"][2:],
+                                                p.get("disk_busy_ns"))
+        for p in res["policies"] if p.get("ok") and
+        any(b and not t for b, t in zip(p["link_bytes"][2:], p.get("disk_busy_ns", [0, 0])))]
 print("%s: %d policies, %s" % (name, len(res["policies"]),
                                "failed: " + ", ".join(bad) if bad else "all ran"))
 sys.exit(1 if bad or len(res["policies"]) != 4 else 0)
@@ -61,6 +66,12 @@ for what in "NVMe read" "NVMe write" "NVMe read \+ write at once"; do
 		fail=1
 	fi
 done
+# each policy says what the disk gave against the rates it planned for
+n=$(grep -cE "the disk: reads in flight [0-9.]+ ms a step \([0-9.]+ GB/s\), writes [0-9.]+ \([0-9.]+ GB/s\), both at once [0-9.]+; planned at" "$T/held.txt")
+if [ "$n" != 4 ]; then
+	echo "FAIL: held: $n lines of what the disk gave (want 4, one a policy)"
+	fail=1
+fi
 if ! grep -q "stage: backend .*queue depth 4, 64 KiB requests" "$T/held.txt"; then
 	echo "FAIL: held: no stage line with --queue-depth 4 --io-size 64"
 	grep "stage:" "$T/held.txt"
