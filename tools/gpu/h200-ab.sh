@@ -55,7 +55,7 @@ run() {	# TREE NAME
 	wait $pid
 	kill $w 2> /dev/null
 	wait $w 2> /dev/null
-	grep -E "step [0-9]+/|measured:|made for|timed:" "$O/$2.log" | tail -8
+	grep -E "step [0-9]+/|measured:|the disk:|made for|timed:|disk read at" "$O/$2.log" | tail -10
 	for t in "$O/$2"/timeline*.json; do
 		[ -f "$t" ] && python3 "$TOP/tools/gpu/timeline-busy.py" "$t" > "$O/$2.busy.txt" 2>&1
 	done
