@@ -122,4 +122,32 @@ static inline int t_run_step(struct tencache_cache *c, const struct t_op *ops, i
 	return ret ?: tencache_step_end(c);
 }
 
+/*
+ * A cache with NVMe on (p's flags, policy, path and rates as given) over nt
+ * tensors of bytes[]: a third of their bytes on the GPU, a third pinned,
+ * room for all twice on NVMe; the tensors registered and filled, then
+ * steps steps of ops[], each value checked as read (cache_disk_turns.c,
+ * cache_disk_rates.c). 0 or the first failure's -errno; *c is the cache
+ * where one was made (NULL if not).
+ */
+static inline int t_nvme_steps(struct tencache *tc, struct tencache_cache_params *p,
+			       struct tencache_cache **c, int nt, const uint64_t *bytes,
+			       uint32_t *version, const struct t_op *ops, int nops, int steps)
+{
+	uint64_t total = 0;
+	int ret;
+
+	for (int i = 0; i < nt; i++)
+		total += bytes[i];
+	p->gpu_budget = total / 3;
+	p->pinned_budget = total / 3;
+	p->nvme_budget = total * 2;
+	*c = NULL;
+	ret = tencache_cache_create(tc, c, p);
+	ret = ret ?: t_register_fill(*c, nt, bytes, version, TENCACHE_ROLE_PARAM_FP16);
+	for (int s = 0; s < steps && !ret; s++)
+		ret = t_run_step(*c, ops, nops, bytes, version, NULL);
+	return ret;
+}
+
 #endif

@@ -45,25 +45,13 @@ static void run(struct tencache *tc, const char *swap, double rate)
 					   .duplex_bw = { 85e9, rate } };
 	struct tencache_cache_stats st;
 	struct tencache_cache *c = NULL;
-	uint64_t total = 0;
 	double got[2];
-	int ret = 0;
 	bool fast = rate > 100e9;
 
-	for (int i = 0; i < NT; i++)
-		total += bytes[i];
-	p.gpu_budget = total / 3;
-	p.pinned_budget = total / 3;
-	p.nvme_budget = total * 2;
-	memset(version, 0, sizeof(version));
 	warned = 0;
-	T_EQ(tencache_cache_create(tc, &c, &p), 0);
+	T_EQ(t_nvme_steps(tc, &p, &c, NT, bytes, version, ops, NOPS, 8), 0);
 	if (!c)
 		return;
-	T_EQ(t_register_fill(c, NT, bytes, version, TENCACHE_ROLE_PARAM_FP16), 0);
-	for (int s = 0; s < 8 && !ret; s++)	/* values checked as read */
-		ret = t_run_step(c, ops, NOPS, bytes, version, NULL);
-	T_EQ(ret, 0);
 	T_EQ(tencache_cache_stats(c, &st, sizeof(st)), 0);
 	for (int w = 0; w < 2; w++)
 		got[w] = st.disk_busy_ns[w] ? (double)st.link_bytes[2 + w] / st.disk_busy_ns[w] : 0;
