@@ -157,7 +157,7 @@ enum tc_link { TC_LINK_H2D, TC_LINK_D2H, TC_LINK_NVME_RD, TC_LINK_NVME_WR, TC_LI
  * executor keeps the first plan's while it looks for a layout, then
  * searches them again) */
 #define TC_PLAN_HORIZON_SEARCH 0x20u
-#define TC_PLAN_HORIZON_DIV	64u
+#define TC_PLAN_HORIZON_DIV	64u	/* pinned_horizon's unit: 1/64 of a step */
 /* Where the pinned level issues a dirty victim's write to NVMe. With the
  * eviction, its space waits for the write; from its last write on (the
  * value is final then), the disk can take it while the value is still
@@ -167,7 +167,7 @@ enum tc_stage_out {
 	TC_STAGE_OUT_WRITTEN,	/* right after the value's last write */
 	TC_STAGE_OUT_HALFWAY,	/* halfway between the two */
 	TC_STAGE_OUT_NR,
-};	/* pinned_horizon's unit: 1/64 of a step */
+};
 #define TC_PLAN_ALIGN	256u
 
 struct tc_plan_cfg {
